@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The main job (README): set up, generate the synthetic MNIST-shaped data set, and train the seed's CNN
+# in local mode on 2 simulated hosts x 2 processes on CPU, with the very plan SageMaker would run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+.venv/bin/python examples/mnist/make_data.py
+exec .venv/bin/smdist run examples/mnist/job.yaml "$@"

@@ -1,0 +1,45 @@
+"""smdist-launcher: launch distributed PyTorch training the way Amazon SageMaker does.
+
+Everything here is imported lazily: `import smdist_launcher` must stay cheap and must not
+pull in torch, boto3 or pydantic-heavy modules; the runtime subpackages (`smddp`, `smp`,
+`container`) must import on machines without the SDK's dependencies.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "PyTorch": "smdist_launcher.estimators",
+    "TensorFlow": "smdist_launcher.estimators",
+    "HuggingFace": "smdist_launcher.estimators",
+    "MXNet": "smdist_launcher.estimators",
+    "Framework": "smdist_launcher.estimators",
+    "LaunchPlan": "smdist_launcher.plan.model",
+    "ValidationError": "smdist_launcher.errors",
+    "ValidationWarning": "smdist_launcher.errors",
+    "ErrorItem": "smdist_launcher.errors",
+    "JobFailedError": "smdist_launcher.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .errors import ErrorItem, JobFailedError, ValidationError, ValidationWarning
+    from .estimators import Framework, HuggingFace, MXNet, PyTorch, TensorFlow
+    from .plan.model import LaunchPlan
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'smdist_launcher' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

@@ -1,0 +1,141 @@
+"""The launch plan: what runs on each host. The one schema every backend consumes.
+
+Pure data (pydantic). Serialisation is deterministic: fields in declaration order,
+dict keys sorted, secrets redacted unless explicitly revealed.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Launcher = Literal["python", "torchrun", "mpirun", "parameter_server"]
+HostRole = Literal["node", "mpi_master", "mpi_worker", "ps"]
+
+REDACTED = "***REDACTED***"
+# Environment keys whose values never appear in rendered plans or logs.
+SECRET_KEY_PATTERN = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|PRIVATE_?KEY|ACCESS_?KEY|(^|_)KEY$)", re.I)
+
+
+def is_secret_key(key: str) -> bool:
+    return bool(SECRET_KEY_PATTERN.search(key))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Master(_Model):
+    host: str
+    port: int
+
+
+class HostPlan(_Model):
+    name: str
+    # node: runs argv itself (python / torchrun / parameter_server);
+    # mpi_master: runs the mpirun argv that starts ranks on every host;
+    # mpi_worker: runs nothing itself, hosts ranks started by the master's mpirun.
+    role: HostRole
+    processes: int
+    ranks: list[int]
+    argv: list[str]
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class Channel(_Model):
+    uri: str
+    input_mode: Literal["File", "Pipe", "FastFile"] = "File"
+    content_type: str | None = None
+    distribution: Literal["FullyReplicated", "ShardedByS3Key"] = "FullyReplicated"
+
+
+class LaunchPlan(_Model):
+    schema_version: int = 1
+    job_name: str
+    framework: str
+    launcher: Launcher
+    strategy: str
+    instance_type: str
+    instance_count: int
+    processes_per_host: int
+    world_size: int
+    network_interface: str
+    master: Master
+    entry_point: str
+    source_dir: str | None = None
+    hosts: list[HostPlan]
+    hyperparameters: dict[str, Any] = Field(default_factory=dict)
+    # What /opt/ml/input/config/hyperparameters.json holds: every value JSON-encoded (SageMaker's encoding).
+    sagemaker_hyperparameters: dict[str, str] = Field(default_factory=dict)
+    channels: dict[str, Channel] = Field(default_factory=dict)
+    environment: dict[str, str] = Field(default_factory=dict)
+    max_run: int | None = None
+    output_path: str | None = None
+    checkpoint_s3_uri: str | None = None
+    checkpoint_local_path: str | None = None
+
+    # ---- access -------------------------------------------------------
+    def host(self, name: str) -> HostPlan:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(f"no host {name!r} in plan (hosts: {', '.join(h.name for h in self.hosts)})")
+
+    @property
+    def host_names(self) -> list[str]:
+        return [h.name for h in self.hosts]
+
+    # ---- rendering ----------------------------------------------------
+    def to_dict(self, *, reveal_secrets: bool = False) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        if not reveal_secrets:
+            data = _redact(data)
+        return _sort_dicts(data)
+
+    def to_json(self, *, reveal_secrets: bool = False, indent: int = 2) -> str:
+        return json.dumps(self.to_dict(reveal_secrets=reveal_secrets), indent=indent, ensure_ascii=False) + "\n"
+
+    def to_yaml(self, *, reveal_secrets: bool = False) -> str:
+        import yaml  # lazy: keeps `import smdist_launcher` light
+
+        return yaml.safe_dump(self.to_dict(reveal_secrets=reveal_secrets), sort_keys=False, allow_unicode=True, width=120)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "LaunchPlan":
+        return cls.model_validate_json(text)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LaunchPlan":
+        return cls.model_validate(data)
+
+
+def _redact_env(env: dict[str, Any]) -> dict[str, Any]:
+    return {k: (REDACTED if is_secret_key(k) else v) for k, v in env.items()}
+
+
+def _redact(data: dict[str, Any]) -> dict[str, Any]:
+    data = dict(data)
+    data["environment"] = _redact_env(data.get("environment", {}))
+    data["hosts"] = [{**h, "env": _redact_env(h.get("env", {}))} for h in data.get("hosts", [])]
+    return data
+
+
+def _sorted(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _sorted(v) for k, v in sorted(obj.items())}
+    if isinstance(obj, list):
+        return [_sorted(x) for x in obj]
+    return obj
+
+
+def _sort_dicts(data: dict[str, Any]) -> dict[str, Any]:
+    """Plan and host fields keep declaration order (readable diffs); free-form maps are sorted."""
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        if k == "hosts":
+            out[k] = [{hk: _sorted(hv) for hk, hv in h.items()} for h in v]
+        else:
+            out[k] = _sorted(v)
+    return out
