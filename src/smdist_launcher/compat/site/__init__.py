@@ -1,0 +1,1 @@
+"""The directory put on PYTHONPATH of user processes (a package only so that wheels ship it)."""

@@ -1,0 +1,84 @@
+"""The host's argv from the plan, made runnable here: python/torchrun resolved to this interpreter, per-rank
+output tagging switched on, and in local mode mpirun pointed at our rsh agent instead of ssh."""
+from __future__ import annotations
+
+import os
+import sys
+
+PYTHON_NAMES = ("python", "python3")
+_TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+_MPIRUN_NAMES = ("mpirun", "mpiexec", "mpirun.real", "orterun")
+_HOST_OPTIONS = ("--host", "-host", "-H")
+RSH_AGENT_MODULE = "smdist_launcher.container.rsh_agent"
+
+
+def is_torchrun(argv: list[str]) -> bool:
+    if not argv:
+        return False
+    if os.path.basename(argv[0]) == "torchrun":
+        return True
+    return len(argv) > 2 and argv[1] == "-m" and argv[2] in _TORCHRUN_MODULES
+
+
+def is_mpirun(argv: list[str]) -> bool:
+    return bool(argv) and os.path.basename(argv[0]) in _MPIRUN_NAMES
+
+
+def resolve_python(argv: list[str]) -> list[str]:
+    """`python`/`torchrun` mean this runtime's interpreter (no PATH lookups that could pick another one)."""
+    if not argv:
+        return argv
+    if argv[0] in PYTHON_NAMES:
+        return [sys.executable, *argv[1:]]
+    if argv[0] == "torchrun":
+        return [sys.executable, "-m", "torch.distributed.run", *argv[1:]]
+    return list(argv)
+
+
+def torchrun_with_tee(argv: list[str]) -> list[str]:
+    """Add `--tee 3` (both streams, per-rank line prefixes) unless the plan already chose tee/redirects."""
+    start = 3 if argv[0] == sys.executable or os.path.basename(argv[0]).startswith("python") else 1
+    if any(a in ("--tee", "-t", "--redirects", "-r") or a.startswith(("--tee=", "--redirects=")) for a in argv):
+        return argv
+    return [*argv[:start], "--tee", "3", *argv[start:]]
+
+
+def _has_mca(argv: list[str], name: str) -> bool:
+    return any(argv[i] in ("-mca", "--mca") and argv[i + 1] == name for i in range(len(argv) - 1))
+
+
+def mpirun_local(argv: list[str], *, agent: bool) -> list[str]:
+    """mpirun for this machine: tagged output, our interpreter for the ranks, and (local mode) our rsh agent."""
+    out = [argv[0]]
+    extra: list[str] = []
+    if "--tag-output" not in argv and "-tag-output" not in argv:
+        extra.append("--tag-output")
+    if os.geteuid() == 0 and "--allow-run-as-root" not in argv:
+        extra.append("--allow-run-as-root")
+    if agent:
+        for name, value in (("plm_rsh_agent", f"{sys.executable} -m {RSH_AGENT_MODULE}"),
+                            ("orte_leave_session_attached", "1"),  # orted stays attached: its host runtime owns it
+                            ("plm_rsh_no_tree_spawn", "1"),
+                            # Several orteds of one machine starting at once can crash in hwloc's shared-memory
+                            # topology (OpenMPI 4.1: segfault in hwloc_shmem_topology_write); it is only a cache.
+                            ("rtc_hwloc_vmhole", "none")):
+            if not _has_mca(argv, name):
+                extra += ["-mca", name, value]
+    out += extra
+    rest = argv[1:]
+    if agent:
+        # Each host's orted already has that host's PYTHONPATH (its own code dir first); forwarding the master's
+        # would point algo-2's ranks at algo-1's code dir.
+        rest = [t for i, t in enumerate(rest) if not (t == "PYTHONPATH" and i > 0 and rest[i - 1] == "-x")
+                and not (t == "-x" and i + 1 < len(rest) and rest[i + 1] == "PYTHONPATH")]
+    replaced = False
+    for token in rest:
+        if not replaced and token in PYTHON_NAMES:
+            token, replaced = sys.executable, True
+        out.append(token)
+    return out
+
+
+def host_option_indexes(argv: list[str]) -> set[int]:
+    """Positions of mpirun's --host values: they keep host NAMES (our agent maps them; errors read `node algo-2`)."""
+    return {i + 1 for i, a in enumerate(argv[:-1]) if a in _HOST_OPTIONS}

@@ -1,0 +1,93 @@
+"""The environment of the user's processes on one host: job env + SM_* + plan env + local-mode addressing."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from typing import Any
+
+from ..compat import SITE_DIR
+from ..contract import (MLPaths, build_training_env, read_hyperparameters_raw, read_input_data_config,
+                        read_resource_config)
+from ..contract.secrets import REDACTED
+from .addressing import map_token
+from .log_lines import TORCHRUN_PREFIX_TEMPLATE
+
+
+def count_gpus(environ: dict[str, str]) -> int:
+    """SMDIST_NUM_GPUS, else CUDA_VISIBLE_DEVICES, else `nvidia-smi -L` (the toolkit's method), else 0."""
+    if environ.get("SMDIST_NUM_GPUS", "").strip():
+        return int(environ["SMDIST_NUM_GPUS"])
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        return len([d for d in environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip() and d.strip() != "-1"])
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def plan_env(plan: dict[str, Any], host_plan: dict[str, Any], environ: dict[str, str]) -> dict[str, str]:
+    """Plan-level then host-level env. Redacted secrets come from the runtime's own process env, or are left out."""
+    out: dict[str, str] = {}
+    for key, value in {**(plan.get("environment") or {}), **(host_plan.get("env") or {})}.items():
+        if value == REDACTED:
+            if key in environ:
+                out[key] = environ[key]
+        else:
+            out[key] = str(value)
+    return out
+
+
+def process_env(paths: MLPaths, plan: dict[str, Any], host_plan: dict[str, Any], environ: dict[str, str],
+                host_map: dict[str, str]) -> dict[str, str]:
+    resource_config = read_resource_config(paths.resource_config_file)
+    resource_config.setdefault("current_host", host_plan["name"])
+    sm = build_training_env(
+        paths, resource_config, read_hyperparameters_raw(paths.hyperparameters_file),
+        read_input_data_config(paths.input_data_config_file),
+        num_gpus=count_gpus(environ), num_cpus=int(environ.get("SMDIST_NUM_CPUS") or os.cpu_count() or 1),
+        framework_module=environ.get("SAGEMAKER_TRAINING_MODULE"), job_name=plan.get("job_name"),
+        smddprun_installed=shutil.which("smddprun") is not None,
+        smddpmprun_installed=shutil.which("smddpmprun") is not None)
+    master = plan.get("master") or {}
+    controlled = {"MASTER_ADDR": str(master.get("host", "")), "MASTER_PORT": str(master.get("port", "")),
+                  **plan_env(plan, host_plan, environ)}
+    env = {**environ, **sm, **{k: map_token(v, host_map) for k, v in controlled.items()}}
+    iface = plan.get("network_interface") or resource_config.get("network_interface_name") or "eth0"
+    env.setdefault("NCCL_SOCKET_IFNAME", iface)
+    if host_map:
+        env.setdefault("GLOO_SOCKET_IFNAME", iface)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(paths.code_dir), str(SITE_DIR), environ.get("PYTHONPATH"))
+                                        if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["SMDIST_HOST"] = host_plan["name"]
+    # MPI ranks start in mpirun's cwd (the master's code dir); the compat sitecustomize moves them to their host's.
+    env["SMDIST_RANK_CWD"] = str(paths.code_dir)
+    env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = TORCHRUN_PREFIX_TEMPLATE  # our rank parser relies on it
+    return env
+
+
+def write_environment_file(path: os.PathLike[str] | str, env: dict[str, str]) -> None:
+    """Like the toolkit's /etc/environment, for debugging and tools (0600: it holds the job's secrets)."""
+    from ..contract import write_json
+
+    write_json(path, env, mode=0o600)
+
+
+def load_plan(path: os.PathLike[str] | str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            plan = json.load(f)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"no launch plan at {path}: pass --plan FILE, set $SMDIST_PLAN, or write "
+                                "<root>/input/config/launchplan.json (contract.write_host_config does)") from e
+    except ValueError as e:
+        raise ValueError(f"launch plan {path} is not valid JSON: {e}") from e
+    if not isinstance(plan, dict) or not isinstance(plan.get("hosts"), list):
+        raise ValueError(f"launch plan {path}: expected a JSON object with a 'hosts' list (LaunchPlan.to_json())")
+    return plan

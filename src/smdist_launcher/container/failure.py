@@ -1,0 +1,161 @@
+"""Which rank failed first, and the toolkit-style output/{success,failure} files plus our failure.json."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal as _signal
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TAIL_LINES = 40
+_TRACEBACK = "Traceback (most recent call last):"
+# torchrun: "failed (exitcode: 1) local_rank: 1 (pid: 7059) of binary: ..."
+_TORCHRUN_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
+# mpirun summaries.
+_MPI_PROCESS = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
+_MPI_EXIT = re.compile(r"Exit code:\s*(-?\d+)")
+_MPI_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
+_MPI_ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+)")
+# A traceback that says a peer went away: this rank is probably a victim, not the cause.
+_VICTIM = re.compile(r"Connection closed by peer|Connection reset by peer|Broken pipe|communicator was aborted|"
+                     r"DistNetworkError|DistBackendError|recvBytes|Socket Timeout|timed out|Terminated|SIGTERM", re.I)
+
+
+def signal_name(num: int) -> str | None:
+    try:
+        return _signal.Signals(num).name
+    except ValueError:
+        return None
+
+
+@dataclass
+class RankEvent:
+    rank: int
+    time_ns: int
+    exit_code: int | None = None
+    signal: str | None = None
+
+
+@dataclass
+class FailureTracker:
+    """Fed every output line with the wall-clock time it was read; answers "who failed first"."""
+
+    host: str
+    local_to_global: list[int] = field(default_factory=list)
+    # rank -> its host (mpirun's output on the master carries every host's ranks).
+    rank_hosts: dict[int, str] = field(default_factory=dict)
+    tails: dict[int | None, deque[str]] = field(default_factory=dict)
+    first_traceback_ns: dict[int, int] = field(default_factory=dict)
+    exits: dict[int, RankEvent] = field(default_factory=dict)
+    _mpi_rank: int | None = None
+
+    def _global(self, local_rank: int) -> int:
+        return self.local_to_global[local_rank] if local_rank < len(self.local_to_global) else local_rank
+
+    def _exit(self, rank: int, now: int, exit_code: int | None = None, sig: str | None = None) -> None:
+        ev = self.exits.setdefault(rank, RankEvent(rank, now))
+        ev.exit_code = exit_code if exit_code is not None else ev.exit_code
+        ev.signal = sig or ev.signal
+
+    def observe(self, rank: int | None, line: str, now_ns: int | None = None) -> None:
+        now = time.time_ns() if now_ns is None else now_ns
+        self.tails.setdefault(rank, deque(maxlen=TAIL_LINES)).append(line)
+        if rank is not None:
+            if _TRACEBACK in line and rank not in self.first_traceback_ns:
+                self.first_traceback_ns[rank] = now
+            return
+        m = _TORCHRUN_FAILED.search(line)
+        if m:
+            code = int(m.group(1))
+            self._exit(self._global(int(m.group(2))), now, code, signal_name(-code) if code < 0 else None)
+        m = _MPI_SIGNAL.search(line)
+        if m:
+            num = int(m.group(2))
+            self._exit(int(m.group(1)), now, 128 + num, signal_name(num))
+        m = _MPI_ABORT.search(line)
+        if m:
+            self._exit(int(m.group(1)), now)
+        m = _MPI_PROCESS.search(line)
+        if m:
+            self._mpi_rank = int(m.group(1))
+            self._exit(self._mpi_rank, now)
+        m = _MPI_EXIT.search(line)
+        if m and self._mpi_rank is not None:
+            self._exit(self._mpi_rank, now, int(m.group(1)))
+
+    def traceback_of(self, rank: int | None) -> list[str]:
+        lines = list(self.tails.get(rank, ()))
+        for i in range(len(lines) - 1, -1, -1):
+            if _TRACEBACK in lines[i]:
+                return lines[i:]
+        return lines[-10:]
+
+    def first_failure(self) -> tuple[int | None, int | None]:
+        """(rank, time ns) of the earliest failing rank: ranks reported as exited first, else any traceback."""
+        candidates = set(self.exits) or set(self.first_traceback_ns)
+        if not candidates:
+            return None, None
+
+        def when(r: int) -> int:
+            times = [t for t in (self.first_traceback_ns.get(r), self.exits[r].time_ns if r in self.exits else None)
+                     if t is not None]
+            return min(times)
+
+        # torchrun relays each rank's output by polling files, so read order across ranks is only roughly causal:
+        # a rank whose traceback says "peer died" loses to one that does not.
+        rank = min(candidates, key=lambda r: (self.looks_like_victim(r), when(r), r))
+        return rank, when(rank)
+
+    def looks_like_victim(self, rank: int | None) -> bool:
+        return bool(_VICTIM.search("\n".join(self.traceback_of(rank))))
+
+    def diagnosis(self, exit_code: int, command: list[str], default_rank: int | None = None,
+                  sig: str | None = None) -> dict[str, Any]:
+        rank, when = self.first_failure()
+        rank = default_rank if rank is None else rank
+        event = self.exits.get(rank) if rank is not None else None
+        tb = self.traceback_of(rank)
+        if rank is None or not tb:
+            tb = self.traceback_of(None)
+        rank_code = event.exit_code if event and event.exit_code is not None else exit_code
+        return {
+            "host": self.rank_hosts.get(rank, self.host) if rank is not None else self.host,
+            "reported_by": self.host,
+            "rank": rank,
+            "exit_code": rank_code,
+            "signal": sig or (event.signal if event else None) or (signal_name(-exit_code) if exit_code < 0 else None),
+            "time": when or time.time_ns(),
+            "traceback": tb,
+            "likely_victim": bool(_VICTIM.search("\n".join(tb))),  # tb may be the launcher's tail
+            "command": command,
+        }
+
+
+def failure_text(d: dict[str, Any]) -> str:
+    """Toolkit-style message (DescribeTrainingJob shows its first 1024 characters)."""
+    who = f"host {d['host']}" + (f", rank {d['rank']}" if d.get("rank") is not None else "")
+    sig = f" ({d['signal']})" if d.get("signal") else ""
+    body = "\n".join(d.get("traceback") or [])
+    return (f"ExecuteUserScriptError: {who} failed first with exit code {d['exit_code']}{sig}\n"
+            f"ExitCode {d['exit_code']}\nErrorMessage \"{body}\"\nCommand \"{' '.join(d.get('command') or [])}\"\n")
+
+
+def write_success(output_dir: Path) -> None:
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "success").touch()
+
+
+def write_failure(output_dir: Path, d: dict[str, Any]) -> None:
+    """failure.json always; `failure` only when the user script did not write its own reason."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    text = failure_text(d)
+    failure = output_dir / "failure"
+    if not failure.exists():
+        failure.write_text(text, encoding="utf-8")
+    tmp = output_dir / f".failure.json.{os.getpid()}"
+    tmp.write_text(json.dumps(d, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, output_dir / "failure.json")

@@ -1,0 +1,262 @@
+"""One host's run: unpack code, build the environment, run the host's role, write output/success|failure."""
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from ..contract import MLPaths, decode_hyperparameters, read_hyperparameters_raw, read_resource_config, write_json
+from .addressing import HOST_MAP_ENV, map_token, parse_host_map
+from .commands import host_option_indexes, is_mpirun, is_torchrun, mpirun_local, resolve_python, torchrun_with_tee
+from .console import Console
+from .environment import load_plan, process_env, write_environment_file
+from .fallback_plan import plan_from_contract
+from .failure import FailureTracker, signal_name, write_failure, write_success
+from .log_lines import FixedRankLines, LineSplitter, MpiTagLines, TorchrunLines
+from .process_tree import become_subreaper, is_alive, terminate_descendants
+from .rsh_agent import DEFAULT_WAIT_S, LOCAL_HOSTS_ENV, WAIT_ENV
+from .rsh_server import RshServer
+from .submit_directory import install_requirements, prepare_code
+
+STOP_GRACE_S = 5.0
+POLL_S = 0.1
+
+
+class Stopped(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal_name(signum) or str(signum))
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, _frame: Any) -> None:
+    # Only the first signal interrupts; later ones must not break the clean-up.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise Stopped(signum)
+
+
+class HostRuntime:
+    def __init__(self, root: str | os.PathLike[str], plan_path: str | os.PathLike[str] | None = None,
+                 host: str | None = None, install: bool = True, environ: dict[str, str] | None = None) -> None:
+        self.paths = MLPaths(root)
+        self.environ = dict(os.environ if environ is None else environ)
+        plan_file = plan_path or self.environ.get("SMDIST_PLAN") or self.paths.plan_file
+        if plan_path or self.environ.get("SMDIST_PLAN") or Path(plan_file).exists():
+            self.plan = load_plan(plan_file)
+        else:  # a plain SageMaker job: run like the toolkit's Process runner
+            self.plan = plan_from_contract(read_resource_config(self.paths.resource_config_file),
+                                           read_hyperparameters_raw(self.paths.hyperparameters_file))
+        names = [h["name"] for h in self.plan["hosts"]]
+        self.host = host or read_resource_config(self.paths.resource_config_file).get("current_host") or names[0]
+        if self.host not in names:
+            raise ValueError(f"host {self.host!r} is not in the plan (hosts: {', '.join(names)}); "
+                             "pass --host or fix current_host in resourceconfig.json")
+        self.host_plan = next(h for h in self.plan["hosts"] if h["name"] == self.host)
+        self.install = install
+        self.host_map = parse_host_map(self.environ.get(HOST_MAP_ENV))
+        self.local_hosts: dict[str, str] = json.loads(self.environ.get(LOCAL_HOSTS_ENV) or "{}")
+        rank_hosts = {r: h["name"] for h in self.plan["hosts"] for r in h.get("ranks") or []}
+        self.console = Console(self.host, rank_hosts=rank_hosts)
+        self.tracker = FailureTracker(self.host, list(self.host_plan.get("ranks") or []), rank_hosts)
+        self.command: list[str] = []
+        self.server: RshServer | None = None
+
+    # ---- steps ----------------------------------------------------------
+    def _prepare(self) -> dict[str, str]:
+        for d in self.paths.all_dirs():
+            d.mkdir(parents=True, exist_ok=True)
+        self.paths.rsh_file.unlink(missing_ok=True)  # a stale one would send the master's agent to a dead port
+        write_json(self.paths.run_dir / "runtime.json", {"pid": os.getpid(), "host": self.host})
+        hps = decode_hyperparameters(read_hyperparameters_raw(self.paths.hyperparameters_file))
+        submit = hps.get("sagemaker_submit_directory") or self.plan.get("source_dir")
+        self.console.say(prepare_code(str(submit) if submit else None, self.paths.code_dir))
+        if self.install:
+            code = install_requirements(self.paths.code_dir)
+            if code not in (None, 0):
+                raise RuntimeError(f"InstallRequirementsError: pip install -r requirements.txt exited with {code}")
+        env = process_env(self.paths, self.plan, self.host_plan, self.environ, self.host_map)
+        write_environment_file(self.paths.environment_file, env)
+        return env
+
+    def _argv(self) -> tuple[list[str], LineSplitter]:
+        argv = resolve_python([str(a) for a in self.host_plan.get("argv") or []])
+        if not argv:
+            raise ValueError(f"plan host {self.host}: role {self.host_plan['role']!r} needs a non-empty argv")
+        if is_mpirun(argv):
+            keep = host_option_indexes(argv) if self.local_hosts else set()
+            argv = [t if i in keep else map_token(t, self.host_map) for i, t in enumerate(argv)]
+            return mpirun_local(argv, agent=bool(self.local_hosts)), MpiTagLines()
+        argv = [map_token(t, self.host_map) for t in argv]
+        if is_torchrun(argv):
+            return torchrun_with_tee(argv), TorchrunLines()
+        ranks = self.host_plan.get("ranks") or [None]
+        return argv, FixedRankLines(ranks[0])
+
+    def _serve_rsh(self, env: dict[str, str]) -> None:
+        address = self.host_map.get(self.host, "127.0.0.1" if self.local_hosts else "0.0.0.0")
+        self.server = RshServer(self.host, address, env, str(self.paths.code_dir), self.paths.rsh_file,
+                                self.console.say)
+
+    def _run_launcher(self, argv: list[str], env: dict[str, str], splitter: LineSplitter) -> int:
+        self.command = argv
+        self.console.say(f"running: {' '.join(argv)}")
+        proc = subprocess.Popen(argv, env=env, cwd=str(self.paths.code_dir), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert proc.stdout is not None
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        fd = proc.stdout.fileno()
+        while True:
+            chunk = os.read(fd, 65536)
+            pairs = splitter.feed(decoder.decode(chunk)) if chunk else splitter.feed(decoder.decode(b"", final=True))
+            if not chunk:
+                pairs += splitter.flush()
+            now = time.time_ns()
+            for rank, line in pairs:
+                self.tracker.observe(rank, line, now)
+                self.console.line(rank, line)
+            if not chunk:
+                break
+        return proc.wait()
+
+    def _master_done(self) -> str | None:
+        """Local mode: has the MPI master finished or vanished? (a real cluster has no shared disk: time-out only)"""
+        master = (self.plan.get("master") or {}).get("host")
+        root = self.local_hosts.get(master) if master and master != self.host else None
+        if root is None:
+            return None
+        out = MLPaths(root)
+        if out.success_file.exists():
+            return "succeeded"
+        if out.failure_json_file.exists() or out.failure_file.exists():
+            return "failed"
+        try:
+            pid = int(json.loads((out.run_dir / "runtime.json").read_text())["pid"])
+        except (OSError, ValueError, KeyError):
+            return None  # not started yet
+        return None if is_alive(pid) else "gone"
+
+    def _await_master_outcome(self, timeout_s: float) -> str | None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            state = self._master_done()
+            if state is not None or not self.local_hosts or time.monotonic() > deadline:
+                return state
+            time.sleep(POLL_S)
+
+    def _run_mpi_worker(self) -> int:
+        assert self.server is not None
+        wait_s = float(self.environ.get(WAIT_ENV) or DEFAULT_WAIT_S)
+        deadline = time.monotonic() + wait_s
+        self.console.say(f"MPI worker: serving orted start-up at {self.server.address}:{self.server.port}")
+        master_state: str | None = None
+        master_seen_at: float | None = None
+        while True:
+            if self.server.started and not self.server.active:
+                codes = self.server.exit_codes
+                self.console.say(f"orted exited ({', '.join(map(str, codes))}); the master's mpirun is done")
+                # orted exits 0 even when another rank failed: the job's outcome is the master's.
+                outcome = self._await_master_outcome(STOP_GRACE_S * 2)
+                if outcome in ("failed", "gone"):
+                    self.console.say(f"the MPI master {outcome}: this host fails with it")
+                return 0 if all(c == 0 for c in codes) and outcome not in ("failed", "gone") else 1
+            master_state = master_state or self._master_done()
+            if master_state is not None:
+                master_seen_at = master_seen_at or time.monotonic()
+                # Give our orted a moment to notice its mpirun is gone before we stop it.
+                if not self.server.started or time.monotonic() - master_seen_at > STOP_GRACE_S:
+                    self.console.say(f"the MPI master {master_state}" +
+                                     ("" if self.server.started else " before starting ranks on this host"))
+                    return 0 if master_state == "succeeded" else 1
+            if not self.server.started and time.monotonic() > deadline:
+                raise TimeoutError(f"MPI worker {self.host}: the master's mpirun did not start ranks here within "
+                                   f"{wait_s:.0f} s (${WAIT_ENV}); is the master host running?")
+            time.sleep(POLL_S)
+
+    # ---- whole run --------------------------------------------------------
+    def run(self) -> int:
+        become_subreaper()
+        old = {s: signal.signal(s, _raise_stopped) for s in (signal.SIGTERM, signal.SIGINT)}
+        code = 1
+        try:
+            try:
+                env = self._prepare()
+                role = self.host_plan["role"]
+                if role in ("mpi_master", "mpi_worker") and self.local_hosts:
+                    self._serve_rsh(env)
+                if role == "mpi_worker":
+                    if not self.local_hosts:
+                        raise RuntimeError("mpi_worker without $SMDIST_LOCAL_HOSTS: cross-host MPI outside local "
+                                           "mode needs sshd, which this runtime does not start")
+                    code = self._run_mpi_worker()
+                    default_rank = None
+                else:
+                    argv, splitter = self._argv()
+                    code = self._run_launcher(argv, env, splitter)
+                    # Without rank evidence a launcher failure (torchrun, mpirun, orted) is not pinned on a rank.
+                    default_rank = splitter.rank if isinstance(splitter, FixedRankLines) else None
+                self._finish(code, default_rank)
+            except Stopped as stop:
+                self.console.say(f"received {stop}: stopping every process of this host")
+                self._cleanup()
+                self._record_failure(128 + stop.signum, None, sig=str(stop), victim=True)
+                code = 1
+            except Exception as e:  # a framework error: the toolkit writes "Framework Error" and exits 1
+                self._cleanup()
+                self.console.say(f"Framework Error: {e}")
+                self._record_failure(1, None, tb=traceback.format_exc().splitlines()[-20:])
+                code = 1
+            for s in old:  # the result is written: a late signal must not interrupt the final clean-up
+                signal.signal(s, signal.SIG_IGN)
+            self._cleanup()
+            return 0 if code == 0 else 1
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+    def _finish(self, code: int, default_rank: int | None) -> None:
+        if code == 0:
+            write_success(self.paths.output_dir)
+            self.console.say("success")
+        else:
+            self._record_failure(code, default_rank)
+
+    def _record_failure(self, code: int, default_rank: int | None, sig: str | None = None,
+                        tb: list[str] | None = None, victim: bool = False) -> None:
+        d = self.tracker.diagnosis(code, self.command, default_rank, sig)
+        if tb:
+            d["traceback"] = tb
+        d["likely_victim"] = d["likely_victim"] or victim or self.host_plan["role"] == "mpi_worker"
+        write_failure(self.paths.output_dir, d)
+        who = f"rank {d['rank']}" if d["rank"] is not None else "the host"
+        self.console.say(f"failed: {who} exited with code {d['exit_code']}" +
+                         (f" ({d['signal']})" if d["signal"] else "") + f"; see {self.paths.failure_file}")
+
+    def _cleanup(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        left = terminate_descendants(STOP_GRACE_S)
+        if left:
+            self.console.say(f"killed {len(left)} process(es) that ignored SIGTERM")
+
+
+def main_run(root: str, plan: str | None, host: str | None, install: bool) -> int:
+    try:
+        runtime = HostRuntime(root, plan, host, install)
+    except (OSError, ValueError) as e:
+        print(f"smdist-train: {e}", file=sys.stderr, flush=True)
+        paths = MLPaths(root)
+        try:
+            write_failure(paths.output_dir, {"host": host, "rank": None, "exit_code": 1, "signal": None,
+                                             "time": time.time_ns(), "traceback": [str(e)], "likely_victim": False,
+                                             "command": []})
+        except OSError:
+            pass
+        return 1
+    return runtime.run()

@@ -1,0 +1,80 @@
+"""input/config/*.json: what SageMaker writes into every host, built from a plan (pure) and read back."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+DEFAULT_GROUP = "homogeneousCluster"
+
+
+def resource_config_for(plan: dict[str, Any], host: str) -> dict[str, Any]:
+    """resourceconfig.json of `host`. `hosts` sorted lexicographically like SageMaker; the group lists hosts in
+    plan order so the toolkit's master (first distribution host) is the plan's first host."""
+    names = [h["name"] for h in plan["hosts"]]
+    if host not in names:
+        raise KeyError(f"host {host!r} is not in the plan (hosts: {', '.join(names)})")
+    return {
+        "current_group_name": DEFAULT_GROUP,
+        "current_host": host,
+        "current_instance_type": plan["instance_type"],
+        "hosts": sorted(names),
+        "instance_groups": [{"hosts": names, "instance_group_name": DEFAULT_GROUP,
+                             "instance_type": plan["instance_type"]}],
+        "network_interface_name": plan.get("network_interface") or "eth0",
+    }
+
+
+def input_data_config_for(plan: dict[str, Any], modes: dict[str, str] | None = None) -> dict[str, Any]:
+    """inputdataconfig.json: one entry per channel."""
+    out: dict[str, Any] = {}
+    for name, channel in sorted((plan.get("channels") or {}).items()):
+        entry: dict[str, Any] = {}
+        if channel.get("content_type"):
+            entry["ContentType"] = channel["content_type"]
+        entry["RecordWrapperType"] = "None"
+        entry["S3DistributionType"] = channel.get("distribution") or "FullyReplicated"
+        entry["TrainingInputMode"] = (modes or {}).get(name) or channel.get("input_mode") or "File"
+        out[name] = entry
+    return out
+
+
+def hyperparameters_for(plan: dict[str, Any]) -> dict[str, str]:
+    """hyperparameters.json: the plan already holds SageMaker's encoding (every value JSON text)."""
+    if plan.get("sagemaker_hyperparameters"):
+        return dict(plan["sagemaker_hyperparameters"])
+    return {k: json.dumps(v) for k, v in (plan.get("hyperparameters") or {}).items()}
+
+
+def write_json(path: str | os.PathLike[str], data: Any, *, mode: int = 0o644) -> None:
+    """Atomic write (a reader never sees half a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(data, f, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def read_json(path: str | os.PathLike[str], default: Any = None) -> Any:
+    path = Path(path)
+    if not path.exists():
+        return default
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise ValueError(f"{path}: not valid JSON ({e}); the SageMaker contract needs a JSON object here") from e
+
+
+def read_resource_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    return read_json(path, default={}) or {}
+
+
+def read_hyperparameters_raw(path: str | os.PathLike[str]) -> dict[str, str]:
+    return read_json(path, default={}) or {}
+
+
+def read_input_data_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    return read_json(path, default={}) or {}

@@ -1,0 +1,175 @@
+"""Turn pydantic's errors into ErrorItems with dotted key paths and messages in our words (what is allowed, how to fix)."""
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+
+from ..errors import ErrorItem
+
+_SHOW_LIMIT = 80
+_LIST_LIMIT = 12  # longer lists of allowed keys help nobody; did-you-mean does the work
+
+
+def show(value: Any) -> str:
+    """A short, readable rendering of a user value for messages."""
+    text = repr(value)
+    return text if len(text) <= _SHOW_LIMIT else text[: _SHOW_LIMIT - 3] + "..."
+
+
+def did_you_mean(word: Any, allowed: Iterable[str]) -> str:
+    """'; did you mean 'x'?' or ''."""
+    if not isinstance(word, str):
+        return ""
+    allowed = list(allowed)
+    match = difflib.get_close_matches(word, allowed, n=1, cutoff=0.6)
+    if not match:
+        match = [a for a in allowed if a.lower() == word.lower().replace("-", "_")][:1]
+    return f"; did you mean {match[0]!r}?" if match else ""
+
+
+def join_path(*parts: Any) -> str:
+    """('distribution', 'mpi', 'enabled') → 'distribution.mpi.enabled'; ints render as [i]."""
+    out = ""
+    for p in parts:
+        if isinstance(p, int) and not isinstance(p, bool):
+            out += f"[{p}]"
+        else:
+            out += f".{p}" if out else str(p)
+    return out
+
+
+MISSING: Any = ErrorItem("", "").value  # the "no value" marker of ErrorItem
+
+
+def item(path: str, message: str, value: Any = MISSING) -> ErrorItem:
+    return ErrorItem(path=path or "<root>", message=message, value=value)
+
+
+# ---- navigating the schema to list allowed keys -------------------------------------------------
+def _unwrap(annotation: Any) -> list[Any]:
+    """The concrete classes inside Optional/Union/list/dict annotations."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return [c for arg in typing.get_args(annotation) for c in _unwrap(arg)]
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if origin in (list, tuple, Sequence):
+        return [c for arg in typing.get_args(annotation) for c in _unwrap(arg)]
+    if origin is dict:
+        args = typing.get_args(annotation)
+        return _unwrap(args[1]) if len(args) == 2 else []
+    return [annotation]
+
+
+def _model_at(root: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | None:
+    current: type[BaseModel] | None = root
+    for part in loc:
+        if current is None:
+            return None
+        if not isinstance(part, str):
+            continue  # list index / dict key: the element type was already unwrapped
+        field = current.model_fields.get(part)
+        if field is None:
+            # a dict key (e.g. a channel name): stay on the element model already chosen
+            continue
+        models = [c for c in _unwrap(field.annotation) if isinstance(c, type) and issubclass(c, BaseModel)]
+        current = models[0] if models else None
+    return current
+
+
+def allowed_keys(model: type[BaseModel]) -> list[str]:
+    return sorted(name for name, f in model.model_fields.items() if not f.exclude)
+
+
+def _child_models(model: type[BaseModel]) -> list[tuple[str, type[BaseModel]]]:
+    return [(name, c) for name, f in model.model_fields.items() for c in _unwrap(f.annotation)
+            if isinstance(c, type) and issubclass(c, BaseModel)]
+
+
+def _misplaced(root: type[BaseModel], loc: Sequence[Any]) -> str:
+    """A hint when an unknown key is a real key one level down or up (e.g. microbatches outside parameters)."""
+    if not loc:
+        return ""
+    key = loc[-1]
+    model = _model_at(root, loc[:-1])
+    if model is not None:
+        for name, child in _child_models(model):
+            if key in child.model_fields:
+                return f"; it belongs under {name!r}"
+    if len(loc) >= 2:
+        parent = _model_at(root, loc[:-2])
+        if parent is not None and key in parent.model_fields and isinstance(loc[-2], str):
+            where = f"in {loc[-3]!r}" if len(loc) >= 3 else "at the top level"
+            return f"; it belongs one level up, {where}"
+    return ""
+
+
+# ---- conversion -------------------------------------------------------------------------------------
+def _clean_loc(loc: Sequence[Any]) -> list[Any]:
+    return [p for p in loc if p != "[key]"]
+
+
+def _message(err: dict[str, Any], root: type[BaseModel]) -> str:
+    kind = err["type"]
+    value = err.get("input")
+    ctx = err.get("ctx") or {}
+    loc = _clean_loc(err["loc"])
+    if kind == "extra_forbidden":
+        model = _model_at(root, loc[:-1])
+        keys = allowed_keys(model) if model is not None else []
+        hint = did_you_mean(loc[-1] if loc else None, keys) or _misplaced(root, loc)
+        allowed = f" (allowed: {', '.join(keys)})" if 0 < len(keys) <= _LIST_LIMIT else ""
+        return f"unknown key{hint}{allowed}"
+    if kind == "missing":
+        return "is required"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        quoted = isinstance(value, str) and value.strip().lstrip("-").isdigit()
+        return f"must be an integer, got {show(value)}" + ("; write it without quotes" if quoted else "")
+    if kind in ("bool_type", "bool_parsing"):
+        quoted = isinstance(value, str) and value.strip().lower() in ("true", "false")
+        return f"must be true or false, got {show(value)}" + ("; write it without quotes" if quoted else "")
+    if kind in ("string_type", "string_unicode"):
+        return f"must be a string, got {show(value)}"
+    if kind in ("float_type", "float_parsing", "finite_number"):
+        return f"must be a number, got {show(value)}"
+    if kind == "literal_error":
+        expected = ctx.get("expected", "")
+        options = [o.strip().strip("'") for o in str(expected).replace(" or ", ", ").split(",")]
+        return f"must be one of {expected}, got {show(value)}{did_you_mean(value, options)}"
+    bounds = {"greater_than_equal": ("≥", "ge"), "greater_than": (">", "gt"),
+              "less_than_equal": ("≤", "le"), "less_than": ("<", "lt")}
+    if kind in bounds:
+        sign, key = bounds[kind]
+        return f"must be {sign} {ctx.get(key)}, got {show(value)}"
+    if kind in ("dict_type", "model_type", "model_attributes_type", "mapping_type"):
+        return f"must be a mapping of keys to values, got {show(value)}"
+    if kind in ("list_type", "tuple_type", "iterable_type"):
+        return f"must be a list, got {show(value)}"
+    if kind in ("string_too_short", "too_short"):
+        return "must not be empty"
+    if kind == "invalid_key":
+        return f"keys must be strings, got {show(value)}"
+    if kind in ("value_error", "assertion_error"):
+        msg = str(ctx.get("error", err.get("msg", "")))
+        return msg
+    msg = str(err.get("msg", kind))
+    return msg.replace("Input should be", "must be").replace("Value error, ", "")
+
+
+def from_pydantic(exc: PydanticValidationError, root: type[BaseModel], prefix: Sequence[Any] = ()) -> list[ErrorItem]:
+    out: list[ErrorItem] = []
+    for err in exc.errors(include_url=False):
+        loc = [*prefix, *_clean_loc(err["loc"])]
+        path = join_path(*loc)
+        message = _message(err, root)
+        if err["type"] == "missing":
+            out.append(item(path, message))
+        else:
+            out.append(item(path, message, err.get("input")))
+    return out

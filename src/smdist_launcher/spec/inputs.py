@@ -1,0 +1,114 @@
+"""fit() inputs → channels: a str is the channel "training"; a dict maps channel names to a URI or {uri, input_mode, ...}."""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Literal
+
+from pydantic import ValidationError as PydanticValidationError
+
+from ..errors import ErrorItem, ValidationError
+from ..plan.model import Channel
+from .catalog import is_local
+from .error_items import from_pydantic, item, join_path, show
+from .strict_model import SpecModel
+
+DEFAULT_CHANNEL = "training"
+_CHANNEL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+class ChannelSpec(SpecModel):
+    uri: str
+    input_mode: Literal["File", "Pipe", "FastFile"] = "File"
+    content_type: str | None = None
+    distribution: Literal["FullyReplicated", "ShardedByS3Key"] = "FullyReplicated"
+
+
+def _as_mapping(inputs: Any) -> Any:
+    if isinstance(inputs, str):
+        return {DEFAULT_CHANNEL: {"uri": inputs}}
+    if isinstance(inputs, dict):
+        return {k: ({"uri": v} if isinstance(v, str) else v) for k, v in inputs.items()}
+    return inputs
+
+
+def _check_uri(path: str, uri: str, instance_type: str | None, base_dir: str | None) -> tuple[str | None, ErrorItem | None]:
+    """The normalized URI, or an error."""
+    if not uri.strip():
+        return None, item(path, "must not be empty; give an s3:// URI, a file:// URI or a local path", uri)
+    if "\x00" in uri:
+        return None, item(path, "must not contain NUL characters", uri)
+    match = _SCHEME.match(uri)
+    scheme = match.group(1).lower() if match else None
+    if scheme == "s3":
+        if not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", uri):
+            return None, item(path, "is not a valid S3 URI; expected s3://<bucket>/<prefix> with a lower-case bucket name", uri)
+        return uri, None
+    if scheme not in (None, "file"):
+        return None, item(path, f"unsupported URI scheme {scheme!r}; use s3://, file:// or a local path", uri)
+    if instance_type is not None and not is_local(instance_type):
+        return None, item(path, f"local data ({uri!r}) works only with instance_type local, local_cpu or local_gpu; "
+                                 "upload it to S3 and give the s3:// URI", uri)
+    local = uri[len("file://"):] if scheme == "file" else uri
+    if base_dir is not None and not os.path.isabs(local):
+        local = os.path.normpath(os.path.join(base_dir, local))
+    return "file://" + local, None
+
+
+def normalize_inputs(
+    inputs: Any, *, instance_type: str | None = None, base_dir: str | None = None
+) -> dict[str, Channel]:
+    """Validate fit() inputs and return {channel name: Channel}. Raises ValidationError (paths `inputs.<name>...`).
+
+    Relative local paths stay relative (to the working directory, like SageMaker) unless `base_dir` is given
+    (job files: relative to the file's folder).
+    """
+    errors = collect_input_errors(inputs, instance_type=instance_type, base_dir=base_dir)
+    if errors:
+        raise ValidationError(errors)
+    return _normalized(inputs, instance_type, base_dir)
+
+
+def collect_input_errors(inputs: Any, *, instance_type: str | None = None, base_dir: str | None = None) -> list[ErrorItem]:
+    try:
+        _normalized(inputs, instance_type, base_dir)
+    except _Problems as problems:
+        return problems.errors
+    return []
+
+
+class _Problems(Exception):
+    def __init__(self, errors: list[ErrorItem]) -> None:
+        self.errors = errors
+
+
+def _normalized(inputs: Any, instance_type: str | None, base_dir: str | None) -> dict[str, Channel]:
+    if inputs is None:
+        return {}
+    mapping = _as_mapping(inputs)
+    if not isinstance(mapping, dict):
+        raise _Problems([item("inputs", "must be a URI string or a mapping of channel name → URI or "
+                                        f"{{uri, input_mode, content_type, distribution}}, got {show(inputs)}", inputs)])
+    errors: list[ErrorItem] = []
+    channels: dict[str, Channel] = {}
+    for name, value in mapping.items():  # one channel at a time, so every channel's problems are reported
+        path = join_path("inputs", name)
+        if not isinstance(name, str) or not _CHANNEL_NAME.match(name):
+            errors.append(item(path, "channel names are 1-64 characters of letters, digits, '.', '-' and '_'", name))
+            continue
+        try:
+            spec = ChannelSpec.model_validate(value)
+        except PydanticValidationError as exc:
+            errors.extend(from_pydantic(exc, ChannelSpec, prefix=("inputs", name)))
+            continue
+        uri, problem = _check_uri(join_path(path, "uri"), spec.uri, instance_type, base_dir)
+        if problem:
+            errors.append(problem)
+            continue
+        channels[name] = Channel(uri=uri, input_mode=spec.input_mode, content_type=spec.content_type,
+                                 distribution=spec.distribution)
+    if errors:
+        raise _Problems(errors)
+    return channels
+

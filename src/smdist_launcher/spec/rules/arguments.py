@@ -1,0 +1,137 @@
+"""Rules on single arguments that pydantic's types cannot express: names, URIs, pairs that go together, unsupported features."""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from ...errors import ErrorItem
+from ..catalog import is_local
+from ..error_items import item, join_path, show
+from .context import RuleContext
+
+_JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d{1,2}$")
+_ROLE = re.compile(r"^(arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}|[\w+=,.@-]{1,64})$")
+_S3 = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+DEFAULT_MAX_RUN = 86400
+
+_UNSUPPORTED = {
+    "git_config": "code from git is not supported; clone the repository and point source_dir at it",
+    "container_entry_point": "a custom container entry point would replace the launcher the plan describes; not supported",
+    "container_arguments": "custom container arguments would replace the launcher the plan describes; not supported",
+    "training_recipe": "SageMaker training recipes are not supported; give entry_point and distribution instead",
+    "recipe_overrides": "SageMaker training recipes are not supported",
+}
+
+
+def job_name_problem(name: str) -> str | None:
+    if _JOB_NAME.match(name):
+        return None
+    return ("must be 1-63 letters, digits and hyphens, starting and ending with a letter or digit "
+            f"(SageMaker's job-name rule), got {name!r}")
+
+
+def _json_problem(value: Any) -> str | None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return f"must be JSON-encodable (SageMaker stores hyperparameters as JSON): {exc}"
+    return None
+
+
+def _hyperparameters(ctx: RuleContext) -> Iterator[ErrorItem]:
+    for key, value in (ctx.args.hyperparameters or {}).items():
+        path = join_path("hyperparameters", key)
+        if not key.strip():
+            yield item(path, "hyperparameter names must not be empty", key)
+        elif key.startswith("sagemaker_"):
+            yield item(path, "names starting with 'sagemaker_' are reserved for the launcher; rename it", value)
+        elif key == "mp_parameters" and ctx.args.distribution and ctx.args.distribution.modelparallel_on:
+            yield item(path, "is set by the launcher from distribution.smdistributed.modelparallel.parameters; remove it", value)
+        elif isinstance(value, float) and not math.isfinite(value):
+            yield item(path, "must be a finite number", value)
+        else:
+            problem = _json_problem(value)
+            if problem:
+                yield item(path, problem, value)
+
+
+def _environment(ctx: RuleContext) -> Iterator[ErrorItem]:
+    for key, value in (ctx.args.environment or {}).items():
+        path = join_path("environment", key)
+        if not _ENV_NAME.match(key):
+            yield item(path, "environment variable names are letters, digits and '_', not starting with a digit", key)
+        elif "\x00" in value:
+            yield item(path, "must not contain NUL characters")
+
+
+def _uris(ctx: RuleContext) -> Iterator[ErrorItem]:
+    args = ctx.args
+    local = ctx.instance_type is not None and is_local(ctx.instance_type)
+    if args.output_path is not None:
+        if args.output_path.startswith("file://"):
+            if ctx.instance_type is not None and not local:
+                yield item("output_path", "file:// output paths work only with local instance types; use an s3:// URI",
+                           args.output_path)
+        elif not _S3.match(args.output_path):
+            yield item("output_path", "must be an s3://<bucket>/<prefix> URI (or file://<dir> in local mode)", args.output_path)
+    for key in ("code_location", "checkpoint_s3_uri"):
+        value = getattr(args, key)
+        if value is not None and not _S3.match(value):
+            yield item(key, "must be an s3://<bucket>/<prefix> URI with a lower-case bucket name", value)
+    if args.checkpoint_local_path is not None and not args.checkpoint_local_path.startswith("/"):
+        yield item("checkpoint_local_path", "must be an absolute path inside the container, e.g. /opt/ml/checkpoints",
+                   args.checkpoint_local_path)
+    if args.model_uri is not None and not (_S3.match(args.model_uri) or args.model_uri.startswith("file://")):
+        yield item("model_uri", "must be an s3:// URI (or file:// in local mode)", args.model_uri)
+
+
+def _names(ctx: RuleContext) -> Iterator[ErrorItem]:
+    args = ctx.args
+    if args.base_job_name is not None:
+        problem = job_name_problem(args.base_job_name)
+        if problem:
+            yield item("base_job_name", problem, args.base_job_name)
+    if args.region is not None and not _REGION.match(args.region):
+        yield item("region", f"must be an AWS region such as 'us-west-2', got {show(args.region)}", args.region)
+    if args.role is not None and not _ROLE.match(args.role):
+        yield item("role", "must be an IAM role ARN (arn:aws:iam::<account>:role/<name>) or a role name", args.role)
+
+
+def _pairs(ctx: RuleContext) -> Iterator[ErrorItem]:
+    args = ctx.args
+    if (args.subnets is None) != (args.security_group_ids is None):
+        missing = "security_group_ids" if args.security_group_ids is None else "subnets"
+        yield item(missing, "a custom VPC needs both subnets and security_group_ids; give both or neither")
+    if args.max_wait is not None and not args.use_spot_instances:
+        yield item("max_wait", "is only used with use_spot_instances: true; set it or remove max_wait", args.max_wait)
+    if args.use_spot_instances and not (ctx.instance_type and is_local(ctx.instance_type)):
+        if args.max_wait is None and "max_wait" not in ctx.broken:
+            yield item("max_wait", "is required with use_spot_instances (seconds to wait for spot capacity plus "
+                                   "training; ≥ max_run)")
+        elif args.max_wait is not None and args.max_wait < (args.max_run or DEFAULT_MAX_RUN):
+            yield item("max_wait", f"must be ≥ max_run ({args.max_run or DEFAULT_MAX_RUN} s)", args.max_wait)
+
+
+def _unsupported(ctx: RuleContext) -> Iterator[ErrorItem]:
+    for key, why in _UNSUPPORTED.items():
+        value = getattr(ctx.args, key, None)
+        if value is not None:
+            yield item(key, why, value)
+    compiler = ctx.args.compiler_config
+    if compiler is not None and compiler.enabled:
+        yield item("compiler_config", "SageMaker Training Compiler is not supported by smdist-launcher; remove it",
+                   compiler.model_dump())
+
+
+def check(ctx: RuleContext) -> Iterator[ErrorItem]:
+    yield from _hyperparameters(ctx)
+    yield from _environment(ctx)
+    yield from _uris(ctx)
+    yield from _names(ctx)
+    yield from _pairs(ctx)
+    yield from _unsupported(ctx)

@@ -1,0 +1,47 @@
+"""What every rule reads: the (possibly partial) validated arguments plus facts derived once."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..catalog import is_known, lookup
+from ..estimator_args import EstimatorArgs, base_framework
+from ..resolved import InstanceInfo
+from ..strategy import Launch, decide
+
+
+@dataclass
+class RuleContext:
+    args: EstimatorArgs
+    framework: str
+    broken: frozenset[str] = frozenset()   # paths pydantic already reported (their values were dropped)
+    check_source: bool = True
+    warnings: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.base_framework = base_framework(self.args)
+        self.instance_type, self.instance_count = cluster_of(self.args)
+        self.instance: InstanceInfo | None = (
+            lookup(self.instance_type) if self.instance_type and is_known(self.instance_type) else None
+        )
+        self.launch: Launch = decide(self.args.distribution, self.instance)
+
+    def touches_broken(self, *prefixes: str) -> bool:
+        """True if pydantic rejected something under any of `prefixes` (so derived facts may be off)."""
+        return any(b == p or b.startswith(p + ".") or b.startswith(p + "[") for b in self.broken for p in prefixes)
+
+    @property
+    def world_size(self) -> int | None:
+        if self.instance_count is None or self.launch.strategy is None:
+            return None
+        return self.instance_count * self.launch.processes_per_host
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+
+def cluster_of(args: EstimatorArgs) -> tuple[str | None, int | None]:
+    """(instance_type, instance_count), from the arguments or their single instance group."""
+    if args.instance_groups and len(args.instance_groups) == 1 and args.instance_type is None:
+        group = args.instance_groups[0]
+        return group.instance_type, group.instance_count
+    return args.instance_type, args.instance_count

@@ -1,0 +1,75 @@
+"""Instance rules: the cluster is fully described, the type exists, and the distribution fits its hardware."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ...errors import ErrorItem
+from ..catalog import is_known, is_local, is_trainium, known_instance_types
+from ..error_items import did_you_mean, item
+from .context import RuleContext
+
+STRATEGY_KEY = {
+    "smddp": "distribution.smdistributed", "smp_v1": "distribution.smdistributed", "smp_v2": "distribution.smdistributed",
+    "pytorchddp": "distribution.pytorchddp", "mpi": "distribution.mpi", "parameter_server": "distribution.parameter_server",
+    "multi_worker_mirrored_strategy": "distribution.multi_worker_mirrored_strategy",
+    "torch_distributed": "distribution.torch_distributed",
+}
+_NEEDS_GPU = {"smddp": "smdistributed.dataparallel", "pytorchddp": "pytorchddp", "smp_v1": "smdistributed.modelparallel",
+              "smp_v2": "smdistributed.modelparallel"}
+
+
+def _completeness(ctx: RuleContext) -> Iterator[ErrorItem]:
+    args = ctx.args
+    if args.instance_groups is not None:
+        if args.instance_type is not None or args.instance_count is not None:
+            yield item("instance_groups", "give either instance_type + instance_count or instance_groups, not both",
+                       [g.instance_group_name for g in args.instance_groups])
+        elif len(args.instance_groups) != 1:
+            yield item("instance_groups", "heterogeneous clusters (more than one instance group) are not supported yet; "
+                                          "use one group or instance_type + instance_count",
+                       [g.instance_group_name for g in args.instance_groups])
+        return
+    if args.instance_type is None and "instance_type" not in ctx.broken:
+        yield item("instance_type", "is required, e.g. 'ml.p4d.24xlarge' (or 'local' / 'local_gpu' to run on this machine)")
+    if args.instance_count is None and "instance_count" not in ctx.broken:
+        yield item("instance_count", "is required, e.g. 1")
+
+
+def _known(ctx: RuleContext) -> Iterator[ErrorItem]:
+    if ctx.instance_type is None or is_known(ctx.instance_type):
+        return
+    path = "instance_type" if ctx.args.instance_type else "instance_groups[0].instance_type"
+    hint = did_you_mean(ctx.instance_type, known_instance_types())
+    yield item(path, f"unknown instance type{hint} (ml.<family>.<size> such as ml.p4d.24xlarge, or local, local_cpu, "
+                     "local_gpu; new types go in smdist_launcher/spec/instances.json)", ctx.instance_type)
+
+
+def _hardware(ctx: RuleContext) -> Iterator[ErrorItem]:
+    info, strategy = ctx.instance, ctx.launch.strategy
+    if info is None or strategy is None:
+        return
+    if is_trainium(info.instance_type) and strategy not in ("single", "torch_distributed"):
+        yield item(STRATEGY_KEY[strategy], f"is not supported on Trainium ({info.instance_type}); Trainium instances run "
+                                           "only torch_distributed")
+    elif not info.local and info.gpus == 0 and strategy in _NEEDS_GPU:
+        yield item(STRATEGY_KEY[strategy], f"{_NEEDS_GPU[strategy]} needs GPU instances (e.g. ml.p4d.24xlarge); "
+                                           f"{info.instance_type} has no GPUs")
+    if info.local:
+        if ctx.args.use_spot_instances:
+            yield item("use_spot_instances", "spot training is not supported with local instance types; remove it", True)
+        return
+    pph = ctx.launch.processes_per_host
+    for count, what in ((info.gpus, "GPUs"), (info.neuron_cores, "Neuron cores")):
+        if count and pph > count:
+            ctx.warn(f"distribution.mpi.processes_per_host: {pph} processes per host but {info.instance_type} has {count} "
+                     f"{what}; ranks will share devices")
+            return
+    if not info.gpus and not info.neuron_cores and info.vcpus and pph > info.vcpus:
+        ctx.warn(f"distribution.mpi.processes_per_host: {pph} processes per host but {info.instance_type} has "
+                 f"{info.vcpus} vCPUs")
+
+
+def check(ctx: RuleContext) -> Iterator[ErrorItem]:
+    yield from _completeness(ctx)
+    yield from _known(ctx)
+    yield from _hardware(ctx)

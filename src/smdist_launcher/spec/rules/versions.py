@@ -1,0 +1,99 @@
+"""Framework / Python versions and image: what SageMaker requires, compared semantically (no exact-string lists)."""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from ...errors import ErrorItem
+from .. import versions
+from ..catalog import is_trainium
+from ..estimator_args import HuggingFaceArgs
+from ..error_items import item
+from .context import RuleContext
+
+_PY = re.compile(r"^py3\d*$")
+
+# (base framework, strategy) → minimum framework version and why
+_MINIMUM: dict[tuple[str, str], tuple[str, str]] = {
+    ("pytorch", "torch_distributed"): ("1.13", "torch_distributed (torchrun) on GPU instances"),
+    ("pytorch", "pytorchddp"): ("1.12", "pytorchddp"),
+    ("pytorch", "smddp"): ("1.6", "smdistributed.dataparallel"),
+    ("pytorch", "smp_v2"): ("2.0", "SMP v2 (smdistributed.modelparallel with torch_distributed)"),
+    ("tensorflow", "multi_worker_mirrored_strategy"): ("2.9", "multi_worker_mirrored_strategy"),
+    ("tensorflow", "smddp"): ("2.3", "smdistributed.dataparallel"),
+    ("mxnet", "mpi"): ("1.3", "distribution"),
+    ("mxnet", "parameter_server"): ("1.3", "distribution"),
+}
+
+
+def _version_field(ctx: RuleContext) -> tuple[str, str | None]:
+    """(key path, value) of the version that decides the framework's capabilities."""
+    args = ctx.args
+    if isinstance(args, HuggingFaceArgs):
+        key = "tensorflow_version" if ctx.base_framework == "tensorflow" else "pytorch_version"
+        return key, getattr(args, key)
+    return "framework_version", args.framework_version
+
+
+def _required(ctx: RuleContext) -> Iterator[ErrorItem]:
+    args = ctx.args
+    if args.image_uri:
+        return
+    if ctx.framework == "framework":
+        yield item("image_uri", "is required for the generic Framework estimator (it has no framework image to derive); "
+                                "give the training image URI")
+        return
+    hint = "or give image_uri"
+    if isinstance(args, HuggingFaceArgs):
+        if args.transformers_version is None:
+            yield item("transformers_version", f"is required, e.g. '4.36' ({hint})")
+        if args.pytorch_version is None and args.tensorflow_version is None:
+            yield item("pytorch_version", f"is required (or tensorflow_version), e.g. '2.1' ({hint})")
+    elif args.framework_version is None:
+        yield item("framework_version", f"is required, e.g. '2.3' ({hint})")
+    if args.py_version is None:
+        yield item("py_version", f"is required, e.g. 'py311' ({hint})")
+
+
+def _formats(ctx: RuleContext) -> Iterator[ErrorItem]:
+    args = ctx.args
+    keys = ["framework_version"]
+    if isinstance(args, HuggingFaceArgs):
+        keys += ["transformers_version", "pytorch_version", "tensorflow_version"]
+        if args.framework_version is not None:
+            yield item("framework_version", "HuggingFace takes pytorch_version or tensorflow_version (plus "
+                                            "transformers_version), not framework_version", args.framework_version)
+        if args.pytorch_version is not None and args.tensorflow_version is not None:
+            yield item("tensorflow_version", "give pytorch_version or tensorflow_version, not both", args.tensorflow_version)
+    for key in keys:
+        value = getattr(args, key)
+        if value is not None and not versions.is_version(value):
+            yield item(key, f"must be a version like '2.3' or '2.3.1', got {value!r}", value)
+    if args.py_version is not None and not _PY.match(args.py_version):
+        why = "Python 2 is not supported" if args.py_version.startswith("py2") else "expected 'py3' or 'py3<minor>'"
+        yield item("py_version", f"{why}; use e.g. 'py311' (got {args.py_version!r})", args.py_version)
+
+
+def _minimums(ctx: RuleContext) -> Iterator[ErrorItem]:
+    if ctx.args.image_uri or ctx.launch.strategy is None:
+        return
+    key, version = _version_field(ctx)
+    if version is None or not versions.is_version(version):
+        return
+    strategy = ctx.launch.strategy
+    base = ctx.base_framework
+    need = _MINIMUM.get((base, strategy))
+    if (base, strategy) == ("pytorch", "torch_distributed") and ctx.instance_type and is_trainium(ctx.instance_type):
+        need = ("1.11", "torch_distributed on Trainium")
+    if need and not versions.at_least(version, need[0]):
+        yield item(key, f"{need[1]} needs {'PyTorch' if base == 'pytorch' else base.capitalize()} ≥ {need[0]}, got {version}; "
+                        f"raise {key} or change the distribution", version)
+    compiler = ctx.args.compiler_config
+    if base == "pytorch" and compiler is not None and compiler.enabled and not versions.at_least(version, "1.12"):
+        yield item(key, f"compiler_config needs PyTorch ≥ 1.12, got {version}", version)
+
+
+def check(ctx: RuleContext) -> Iterator[ErrorItem]:
+    yield from _required(ctx)
+    yield from _formats(ctx)
+    yield from _minimums(ctx)

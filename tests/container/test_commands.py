@@ -1,0 +1,29 @@
+import sys
+
+from smdist_launcher.container.commands import (host_option_indexes, is_mpirun, is_torchrun, mpirun_local,
+                                                resolve_python, torchrun_with_tee)
+
+
+def test_resolve_python_and_torchrun():
+    assert resolve_python(["python", "t.py"]) == [sys.executable, "t.py"]
+    argv = resolve_python(["torchrun", "--nnodes", "1", "t.py"])
+    assert argv[:3] == [sys.executable, "-m", "torch.distributed.run"] and is_torchrun(argv)
+    assert torchrun_with_tee(argv)[3:5] == ["--tee", "3"]
+    assert torchrun_with_tee(["torchrun", "--tee", "1", "t.py"]) == ["torchrun", "--tee", "1", "t.py"]
+    assert resolve_python(["/bin/sh", "x.sh"]) == ["/bin/sh", "x.sh"]
+
+
+def test_mpirun_local_adds_agent_once():
+    argv = ["mpirun", "--host", "algo-1:2,algo-2:2", "-np", "4", "--tag-output", "-mca", "plm_rsh_no_tree_spawn",
+            "1", "-x", "PATH", "-x", "PYTHONPATH", "python", "-m", "mpi4py", "t.py", "--name", "python"]
+    out = mpirun_local(argv, agent=True)
+    assert is_mpirun(out)
+    assert out.count("--tag-output") == 1 and out.count("plm_rsh_no_tree_spawn") == 1
+    i = out.index("plm_rsh_agent")
+    assert out[i + 1] == f"{sys.executable} -m smdist_launcher.container.rsh_agent"
+    # only the program's interpreter is replaced, not a user argument that happens to read "python"
+    assert out[-6:] == [sys.executable, "-m", "mpi4py", "t.py", "--name", "python"]
+    assert "PYTHONPATH" not in out and out.count("PATH") == 1  # each host's orted has its own PYTHONPATH
+    assert "plm_rsh_agent" not in mpirun_local(argv, agent=False)
+    assert "PYTHONPATH" in mpirun_local(argv, agent=False)
+    assert host_option_indexes(argv) == {2}

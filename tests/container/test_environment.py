@@ -1,0 +1,42 @@
+import json
+
+from smdist_launcher.compat import SITE_DIR
+from smdist_launcher.container.environment import count_gpus, load_plan, plan_env, process_env
+from smdist_launcher.contract import write_host_config
+
+from .hostjobs import make_plan
+
+
+def test_count_gpus_sources():
+    assert count_gpus({"SMDIST_NUM_GPUS": "3", "CUDA_VISIBLE_DEVICES": "0"}) == 3
+    assert count_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == 2
+    assert count_gpus({"CUDA_VISIBLE_DEVICES": ""}) == 0
+
+
+def test_plan_env_takes_redacted_secrets_from_process_env_only():
+    plan = {"environment": {"HF_TOKEN": "***REDACTED***", "A": "1", "GONE_SECRET": "***REDACTED***"}}
+    host = {"env": {"A": "2", "MASTER_ADDR": "algo-1"}}
+    assert plan_env(plan, host, {"HF_TOKEN": "real"}) == {"HF_TOKEN": "real", "A": "2", "MASTER_ADDR": "algo-1"}
+
+
+def test_process_env_local_mode(tmp_path):
+    plan = make_plan("torchrun", port=1234)
+    paths = write_host_config(tmp_path, plan, "algo-2")
+    host_map = {"algo-1": "127.0.0.2", "algo-2": "127.0.0.3"}
+    env = process_env(paths, plan, plan["hosts"][1], {"PYTHONPATH": "/user/lib", "SMDIST_NUM_GPUS": "0"}, host_map)
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("127.0.0.2", "1234")
+    assert env["SM_CURRENT_HOST"] == "algo-2" and env["SM_HOSTS"] == '["algo-1","algo-2"]'  # names, not addresses
+    assert env["PYTHONPATH"].split(":") == [str(paths.code_dir), str(SITE_DIR), "/user/lib"]
+    assert env["GLOO_SOCKET_IFNAME"] == env["NCCL_SOCKET_IFNAME"] == "lo"
+    assert env["PYTHONUNBUFFERED"] == "1" and env["SM_NUM_GPUS"] == "0"
+    assert json.loads(env["SM_TRAINING_ENV"])["master_hostname"] == "algo-1"
+
+
+def test_load_plan_errors(tmp_path):
+    import pytest
+
+    with pytest.raises(FileNotFoundError, match="pass --plan FILE, set \\$SMDIST_PLAN"):
+        load_plan(tmp_path / "none.json")
+    (tmp_path / "bad.json").write_text("[1]")
+    with pytest.raises(ValueError, match="expected a JSON object with a 'hosts' list"):
+        load_plan(tmp_path / "bad.json")

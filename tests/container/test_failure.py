@@ -1,0 +1,75 @@
+import json
+
+from smdist_launcher.container.failure import FailureTracker, failure_text, write_failure, write_success
+
+TORCHRUN_SUMMARY = [
+    "E1122 11:13:14.364000 7055 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) "
+    "local_rank: 1 (pid: 7059) of binary: /usr/bin/python",
+]
+MPI_SUMMARY = ["mpirun detected that one or more processes exited with non-zero status, thus causing",
+               "  Process name: [[19063,1],3]", "  Exit code:    1"]
+
+
+def test_first_traceback_wins_over_later_victims():
+    t = FailureTracker("algo-1", [0, 1], {0: "algo-1", 1: "algo-1", 2: "algo-2", 3: "algo-2"})
+    t.observe(1, "Traceback (most recent call last):", 200)
+    t.observe(1, "RuntimeError: Connection closed by peer", 201)
+    t.observe(3, "Traceback (most recent call last):", 100)
+    t.observe(3, "ValueError: boom", 101)
+    for line in MPI_SUMMARY:
+        t.observe(None, line, 300)
+    d = t.diagnosis(1, ["mpirun"])
+    assert (d["rank"], d["host"], d["reported_by"], d["exit_code"], d["time"]) == (3, "algo-2", "algo-1", 1, 100)
+    assert d["traceback"] == ["Traceback (most recent call last):", "ValueError: boom"]
+    assert d["likely_victim"] is False
+
+
+def test_torchrun_sigkill_maps_local_to_global_rank():
+    t = FailureTracker("algo-2", [2, 3])
+    for line in TORCHRUN_SUMMARY:
+        t.observe(None, line, 50)
+    d = t.diagnosis(1, ["torchrun"])
+    assert (d["rank"], d["exit_code"], d["signal"]) == (3, -9, "SIGKILL")
+
+
+def test_mpi_signal_line():
+    t = FailureTracker("algo-1")
+    t.observe(None, "mpirun noticed that process rank 2 with PID 0 on node algo-2 exited on signal 9 (Killed).", 7)
+    d = t.diagnosis(137, [])
+    assert (d["rank"], d["signal"], d["exit_code"]) == (2, "SIGKILL", 137)
+
+
+def test_victim_only_host():
+    t = FailureTracker("algo-1", [0])
+    t.observe(0, "Traceback (most recent call last):", 1)
+    t.observe(0, "RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:1", 2)
+    d = t.diagnosis(1, [], default_rank=0)
+    assert d["rank"] == 0 and d["likely_victim"] is True
+
+
+def test_files(tmp_path):
+    out = tmp_path / "output"
+    d = {"host": "algo-2", "rank": 3, "exit_code": 1, "signal": None, "time": 5, "traceback": ["E: x"],
+         "likely_victim": False, "command": ["python", "t.py"]}
+    write_failure(out, d)
+    assert json.loads((out / "failure.json").read_text())["rank"] == 3
+    assert (out / "failure").read_text() == failure_text(d)
+    assert "host algo-2, rank 3 failed first with exit code 1" in failure_text(d)
+    # a reason the user script wrote is kept
+    (out / "failure").write_text("my own reason")
+    write_failure(out, d)
+    assert (out / "failure").read_text() == "my own reason"
+    write_success(out)
+    assert (out / "success").exists()
+
+
+def test_a_victim_read_first_still_loses_to_the_cause():
+    t = FailureTracker("algo-2", [2, 3])
+    t.observe(2, "Traceback (most recent call last):", 10)
+    t.observe(2, "RuntimeError: Connection closed by peer [127.0.0.1]:5", 11)
+    t.observe(3, "Traceback (most recent call last):", 12)
+    t.observe(3, "ValueError: boom", 13)
+    for line in ("failed (exitcode: 1) local_rank: 0 (pid: 1)", "failed (exitcode: 1) local_rank: 1 (pid: 2)"):
+        t.observe(None, line, 14)
+    d = t.diagnosis(1, [])
+    assert (d["rank"], d["likely_victim"], d["time"]) == (3, False, 12)

@@ -1,0 +1,51 @@
+import json
+
+import pytest
+
+from smdist_launcher.contract.config_files import (hyperparameters_for, input_data_config_for, read_json,
+                                                   resource_config_for, write_json)
+
+
+def _plan(hosts=("algo-1", "algo-2", "algo-10")):
+    return {"instance_type": "ml.p4d.24xlarge", "network_interface": "eth0",
+            "hosts": [{"name": h} for h in hosts], "sagemaker_hyperparameters": {"epochs": "2"},
+            "channels": {"train": {"uri": "s3://b/t", "input_mode": "File", "content_type": "text/csv",
+                                   "distribution": "ShardedByS3Key"},
+                         "test": {"uri": "file:///x"}}}
+
+
+def test_resource_config_shape():
+    assert resource_config_for(_plan(), "algo-2") == {
+        "current_group_name": "homogeneousCluster", "current_host": "algo-2",
+        "current_instance_type": "ml.p4d.24xlarge",
+        "hosts": ["algo-1", "algo-10", "algo-2"],  # lexicographic, as SageMaker documents
+        "instance_groups": [{"hosts": ["algo-1", "algo-2", "algo-10"], "instance_group_name": "homogeneousCluster",
+                             "instance_type": "ml.p4d.24xlarge"}],
+        "network_interface_name": "eth0"}
+
+
+def test_resource_config_unknown_host():
+    with pytest.raises(KeyError, match="algo-9.*algo-1, algo-2"):
+        resource_config_for(_plan(("algo-1", "algo-2")), "algo-9")
+
+
+def test_input_data_config_shape_and_mode_override():
+    assert input_data_config_for(_plan(), {"test": "Pipe"}) == {
+        "test": {"RecordWrapperType": "None", "S3DistributionType": "FullyReplicated", "TrainingInputMode": "Pipe"},
+        "train": {"ContentType": "text/csv", "RecordWrapperType": "None", "S3DistributionType": "ShardedByS3Key",
+                  "TrainingInputMode": "File"}}
+
+
+def test_hyperparameters_from_plan_or_encoded():
+    assert hyperparameters_for(_plan()) == {"epochs": "2"}
+    assert hyperparameters_for({"hyperparameters": {"a": "x"}}) == {"a": '"x"'}
+
+
+def test_json_roundtrip_and_bad_json(tmp_path):
+    write_json(tmp_path / "a" / "x.json", {"b": 1})
+    assert read_json(tmp_path / "a" / "x.json") == {"b": 1}
+    assert read_json(tmp_path / "missing.json", default={}) == {}
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ValueError, match="bad.json: not valid JSON"):
+        read_json(tmp_path / "bad.json")
+    assert json.loads((tmp_path / "a" / "x.json").read_text()) == {"b": 1}

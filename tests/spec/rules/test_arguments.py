@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ..conftest import messages, problems
+
+
+@pytest.mark.parametrize(("hyperparameters", "path"), [
+    ({"sagemaker_program": "x"}, "hyperparameters.sagemaker_program"),
+    ({"": 1}, "hyperparameters."),
+    ({"lr": float("nan")}, "hyperparameters.lr"),
+    ({"obj": object()}, "hyperparameters.obj"),
+])
+def test_hyperparameters(args: dict[str, Any], hyperparameters: dict[str, Any], path: str) -> None:
+    assert problems("pytorch", {**args, "hyperparameters": hyperparameters}) == [path]
+
+
+def test_hyperparameters_with_shell_characters_are_fine(args: dict[str, Any]) -> None:
+    assert problems("pytorch", {**args, "hyperparameters": {"cmd": "$(rm -rf /); echo 'x' \"y\"\n", "nested": {"a": [1]}}}) == []
+
+
+def test_mp_parameters_reserved_with_smp(args: dict[str, Any]) -> None:
+    args.update(hyperparameters={"mp_parameters": "{}"},
+                distribution={"torch_distributed": {"enabled": True},
+                              "smdistributed": {"modelparallel": {"enabled": True, "parameters": {}}}})
+    assert problems("pytorch", args) == ["hyperparameters.mp_parameters"]
+
+
+def test_environment_names(args: dict[str, Any]) -> None:
+    assert problems("pytorch", {**args, "environment": {"1BAD": "x", "GOOD_1": "y", "A-B": "z"}}) == [
+        "environment.1BAD", "environment.A-B"]
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("output_path", "bucket/out"), ("output_path", "file:///tmp/out"), ("code_location", "http://x"),
+    ("checkpoint_s3_uri", "/local"), ("checkpoint_local_path", "relative/dir"), ("model_uri", "ftp://x"),
+    ("base_job_name", "bad_name"), ("base_job_name", "-x"), ("region", "mars-1"), ("role", "not a role"),
+])
+def test_bad_values(args: dict[str, Any], key: str, value: str) -> None:
+    assert problems("pytorch", {**args, key: value}) == [key]
+
+
+def test_file_output_path_in_local_mode(args: dict[str, Any]) -> None:
+    assert problems("pytorch", {**args, "instance_type": "local", "output_path": "file:///tmp/out"}) == []
+
+
+def test_vpc_needs_both(args: dict[str, Any]) -> None:
+    assert problems("pytorch", {**args, "subnets": ["subnet-1"]}) == ["security_group_ids"]
+    assert problems("pytorch", {**args, "security_group_ids": ["sg-1"]}) == ["subnets"]
+
+
+def test_spot_rules(args: dict[str, Any]) -> None:
+    assert problems("pytorch", {**args, "max_wait": 100}) == ["max_wait"]
+    assert problems("pytorch", {**args, "use_spot_instances": True}) == ["max_wait"]
+    assert "≥ max_run (3600 s)" in messages("pytorch", {**args, "use_spot_instances": True, "max_run": 3600, "max_wait": 60})[
+        "max_wait"]
+    assert problems("pytorch", {**args, "use_spot_instances": True, "max_run": 3600, "max_wait": 7200}) == []
+
+
+@pytest.mark.parametrize("key", ["git_config", "container_entry_point", "training_recipe"])
+def test_unsupported_features_are_named(args: dict[str, Any], key: str) -> None:
+    value = {"repo": "x"} if key == "git_config" else (["bash"] if key == "container_entry_point" else "recipe")
+    assert problems("pytorch", {**args, key: value}) == [key]
+
+
+def test_compiler_config_unsupported(args: dict[str, Any]) -> None:
+    assert problems("pytorch", {**args, "compiler_config": {"enabled": True}}) == ["compiler_config"]
+    assert problems("pytorch", {**args, "compiler_config": {"enabled": False}}) == []
