@@ -48,6 +48,11 @@ class HostRuntime:
         self.paths = MLPaths(root)
         self.environ = dict(os.environ if environ is None else environ)
         plan_file = plan_path or self.environ.get("SMDIST_PLAN") or self.paths.plan_file
+        if not Path(plan_file).exists():
+            # On SageMaker the plan ships inside the code archive (.smdist/launchplan.json): unpack it first.
+            submit = read_hyperparameters_raw(self.paths.hyperparameters_file).get("sagemaker_submit_directory")
+            if submit:
+                prepare_code(str(decode_hyperparameters({"s": submit})["s"]), self.paths.code_dir)
         if plan_path or self.environ.get("SMDIST_PLAN") or Path(plan_file).exists():
             self.plan = load_plan(plan_file)
         else:  # a plain SageMaker job: run like the toolkit's Process runner

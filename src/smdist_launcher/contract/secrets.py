@@ -1,4 +1,4 @@
-"""Which environment keys hold secrets. Runtime-safe twin of plan.model.is_secret_key (that module needs pydantic)."""
+"""Which environment keys hold secrets: the one definition, used by plans (SDK) and the runtime alike."""
 from __future__ import annotations
 
 import re

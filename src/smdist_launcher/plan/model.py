@@ -6,21 +6,17 @@ dict keys sorted, secrets redacted unless explicitly revealed.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# One definition of "secret", shared with the runtime (which must not import pydantic).
+from ..contract.secrets import REDACTED, is_secret_key
+
 Launcher = Literal["python", "torchrun", "mpirun", "parameter_server"]
 HostRole = Literal["node", "mpi_master", "mpi_worker", "ps"]
 
-REDACTED = "***REDACTED***"
-# Environment keys whose values never appear in rendered plans or logs.
-SECRET_KEY_PATTERN = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|PRIVATE_?KEY|ACCESS_?KEY|(^|_)KEY$)", re.I)
-
-
-def is_secret_key(key: str) -> bool:
-    return bool(SECRET_KEY_PATTERN.search(key))
+__all__ = ["Channel", "HostPlan", "LaunchPlan", "Master", "REDACTED", "is_secret_key"]
 
 
 class _Model(BaseModel):

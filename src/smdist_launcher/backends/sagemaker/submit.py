@@ -1,0 +1,114 @@
+"""Submit a LaunchPlan to Amazon SageMaker: check, upload the code archive, CreateTrainingJob, wait and stream logs.
+
+Every check that needs no AWS call runs first, so bad input costs nothing (no upload, no job)."""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ...plan.model import LaunchPlan
+from ...spec.estimator_args import EstimatorArgs
+from . import preflight
+from .aws import AwsClients, check_buckets, ensure_bucket, resolve_region
+from .locations import SUBMIT_ARCHIVE, default_bucket, split_s3
+from .logs import LogTail
+from .request import LAUNCHER_ENV, JobTarget, build_request, plan_for_container, target_for
+from .status import SageMakerJob, check_outcome, is_terminal, job_from_description
+from .upload import archive_members, upload_archive, write_archive
+
+POLL_ENV = "SMDIST_SAGEMAKER_POLL_S"
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stdout, flush=True)
+
+
+def logs_enabled(logs: Any) -> bool:
+    """The SDK's `logs` argument: True/"All" stream CloudWatch logs, False/None/"None" do not."""
+    return logs not in (False, None, "None")
+
+
+def poll_interval(explicit: float | None, logs: bool) -> float:
+    if explicit is not None:
+        return explicit
+    if os.environ.get(POLL_ENV):
+        return float(os.environ[POLL_ENV])
+    return 10.0 if logs else 5.0  # the SDK's intervals
+
+
+def _code_members(estimator: Any) -> list[tuple[Path, str]] | None:
+    """Files of the code archive; None when source_dir is already an s3:// archive (used as is, without the plan)."""
+    args = estimator.spec
+    if args.source_dir and args.source_dir.startswith("s3://"):
+        return None
+    dependencies = [os.path.join(args.base_dir, d) for d in args.dependencies or []]
+    return archive_members(estimator.source_dir_path, estimator.entry_point_path, dependencies)
+
+
+def _prepare_buckets(clients: AwsClients, args: EstimatorArgs, target: JobTarget, default: str, *, uploads: bool) -> None:
+    """Create the default bucket when it is used; the user's buckets must exist (checked before anything is written)."""
+    used = {"output_path": split_s3(target.output_path)[0]}
+    if uploads:
+        used["code_location" if args.code_location else "output_path"] = split_s3(target.submit_uri)[0]
+    if default in used.values():
+        ensure_bucket(clients.s3, default, clients.region)
+    check_buckets(clients.s3, {name: bucket for name, bucket in used.items() if bucket != default})
+
+
+def wait_for_job(clients: AwsClients, job_name: str, *, logs: bool = True, interval: float = 10.0,
+                 emit: Callable[[str], None] = _say, submit_directory: str | None = None) -> SageMakerJob:
+    """Poll DescribeTrainingJob until the job ends (streaming its logs); raise JobFailedError unless it completed."""
+    tail = LogTail(clients.logs, job_name, emit) if logs else None
+    try:
+        while True:
+            description = clients.sagemaker.describe_training_job(TrainingJobName=job_name)
+            if tail:
+                tail.poll()
+            if is_terminal(description):
+                break
+            time.sleep(interval)
+        if tail:
+            tail.poll()  # lines written between the last poll and the end
+    except KeyboardInterrupt:
+        emit(f"[smdist] stopped waiting; {job_name} keeps running on SageMaker. Stop it with: "
+             f"aws sagemaker stop-training-job --training-job-name {job_name}")
+        raise
+    job = job_from_description(description, clients.region, submit_directory)
+    emit(f"[smdist] {job_name}: {job.status}")
+    return check_outcome(job)
+
+
+def run_job(plan: LaunchPlan, *, estimator: Any, wait: bool = True, logs: Any = True,
+            poll_interval_s: float | None = None, emit: Callable[[str], None] = _say) -> SageMakerJob:
+    """Run the plan as a SageMaker training job. Returns the job (model_data set once it completed)."""
+    args = estimator.spec
+    preflight.check(plan, args, reserved_env=len(LAUNCHER_ENV))
+    region = resolve_region(args.region)
+    members = _code_members(estimator)
+
+    clients = AwsClients(region)
+    account, partition = clients.caller()
+    target = target_for(plan, args, region=region, account=account, partition=partition)
+    request = build_request(plan, args, target)
+    _prepare_buckets(clients, args, target, default_bucket(region, account), uploads=members is not None)
+    if members is not None:
+        with tempfile.TemporaryDirectory(prefix="smdist-code-") as tmp:
+            archive = write_archive(Path(tmp, SUBMIT_ARCHIVE), members,
+                                    plan_for_container(plan, request).to_json())  # redacted: secrets stay in the API
+            upload_archive(clients.s3, archive, target.submit_uri)
+        emit(f"[smdist] uploaded code to {target.submit_uri}")
+
+    response = clients.sagemaker.create_training_job(**request)
+    job = SageMakerJob(job_name=plan.job_name, region=region, status="InProgress", arn=response.get("TrainingJobArn"),
+                       submit_directory=target.submit_uri)
+    emit(f"[smdist] created training job {plan.job_name} ({plan.instance_count} x {plan.instance_type}): {job.console_url}")
+    if not wait:
+        return job
+    show_logs = logs_enabled(logs)
+    return wait_for_job(clients, plan.job_name, logs=show_logs, interval=poll_interval(poll_interval_s, show_logs),
+                        emit=emit, submit_directory=target.submit_uri)
