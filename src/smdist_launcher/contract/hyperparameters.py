@@ -47,8 +47,8 @@ def split_hyperparameters(decoded: dict[str, Any]) -> tuple[dict[str, Any], dict
 def _arg_value(value: Any) -> str:
     if value is None:
         return ""
-    if isinstance(value, dict):
-        return ",".join(f"{k}={_arg_value(v)}" for k, v in sorted(value.items()))
+    if isinstance(value, dict):  # the toolkit's "%s=%s" % (k, v): members go through str() as they are
+        return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
     return str(value)
 
 
@@ -56,5 +56,6 @@ def to_cmd_args(user_hps: dict[str, Any]) -> list[str]:
     """`mapping.to_cmd_args`: sorted keys, `-k` for one-character keys, str() of each value."""
     args: list[str] = []
     for key in sorted(user_hps):
-        args += [f"-{key}" if len(key) == 1 else f"--{key}", _arg_value(user_hps[key])]
+        name = str(key)
+        args += [f"-{name}" if len(name) == 1 else f"--{name}", _arg_value(user_hps[key])]
     return args

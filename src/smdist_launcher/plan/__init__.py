@@ -1,4 +1,6 @@
-"""Launch plans: the pure function from a resolved job to what runs on each host."""
-from .model import Channel, HostPlan, LaunchPlan, Master
+"""Launch plans: the pure function from a resolved job to what runs on each host.
 
-__all__ = ["Channel", "HostPlan", "LaunchPlan", "Master"]
+Import from the modules (``plan.model``: the LaunchPlan schema, ``plan.planner``: ``build_plan``). This package
+imports nothing itself: its pytest plugin is loaded by every pytest session, also on machines that have only the
+runtime's dependencies (no pydantic).
+"""

@@ -1,0 +1,98 @@
+"""``smdist logs [JOB] [--host algo-2] [--follow]``: a local job's saved output.
+
+JOB is a job name or a unique prefix of one; without it, the latest job. --follow prints new
+lines as the hosts write them and returns when the job has ended."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from .console import problem
+from .job_loading import EXIT_INVALID, EXIT_OK
+
+POLL_S = 0.2
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("logs", help="show a local job's output", description=__doc__.splitlines()[0])
+    p.add_argument("job", nargs="?", help="job name or unique prefix (default: the latest job)")
+    p.add_argument("--host", action="append", metavar="NAME", help="only this host (repeatable), e.g. algo-2")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until the job ends")
+    p.add_argument("--jobs-dir", help="jobs folder (default: $SMDIST_JOBS_DIR or ./.smdist/jobs)")
+    return p
+
+
+def find_job(root: Path, wanted: str | None):  # noqa: ANN201 - a JobRecord or an error message
+    from ..backends.local.records import list_records
+
+    records = list_records(root)
+    if not records:
+        return f"no jobs in {root}"
+    if wanted is None:
+        return records[-1]
+    exact = [r for r in records if r.job_name == wanted]
+    matches = exact or [r for r in records if r.job_name.startswith(wanted)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        return f"job: no job named {wanted!r} in {root}; see `smdist jobs`"
+    names = ", ".join(r.job_name for r in matches[:5])
+    return f"job: {wanted!r} matches {len(matches)} jobs ({names}); give more of the name"
+
+
+def _emit(data: bytes) -> None:
+    sys.stdout.write(data.decode("utf-8", "replace"))
+    sys.stdout.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..backends.local.jobdir import JobDir, jobs_root
+    from ..backends.local.records import FINAL_STATUSES, JobRecord
+
+    root = jobs_root(args.jobs_dir)
+    record = find_job(root, args.job)
+    if isinstance(record, str):
+        problem(record)
+        return EXIT_INVALID
+    job_dir = JobDir(Path(record.job_dir))
+    hosts = [h for h in (record.plan or {}).get("hosts", [])]
+    names = [h["name"] for h in hosts]
+    if args.host:
+        unknown = [h for h in args.host if h not in names]
+        if unknown:
+            problem(f"--host: {', '.join(unknown)} not in job {record.job_name} (hosts: {', '.join(names)})")
+            return EXIT_INVALID
+        names = args.host
+    files = {h: job_dir.log_file(h) for h in names}
+    if not args.follow:
+        for path in files.values():
+            if path.is_file():
+                _emit(path.read_bytes())
+        return EXIT_OK
+    offsets = dict.fromkeys(files, 0)
+    partial = dict.fromkeys(files, b"")
+    while True:
+        ended = JobRecord.load(job_dir.record_file).status in FINAL_STATUSES  # read BEFORE the last pass
+        got = False
+        for h, path in files.items():
+            try:
+                with open(path, "rb") as f:
+                    f.seek(offsets[h])
+                    data = f.read()
+            except FileNotFoundError:
+                continue
+            if data:
+                got = True
+                offsets[h] += len(data)
+                data = partial[h] + data
+                complete, _, partial[h] = data.rpartition(b"\n")
+                if complete:
+                    _emit(complete + b"\n")
+        if ended and not got:
+            for rest in partial.values():
+                if rest:
+                    _emit(rest + b"\n")
+            return EXIT_OK
+        time.sleep(POLL_S)

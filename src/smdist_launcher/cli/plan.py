@@ -1,0 +1,83 @@
+"""``smdist plan job.yaml [--format yaml|json] [--host algo-2] [--check FILE | --write FILE]``.
+
+Prints the launch plan (secrets redacted). ``--check`` compares with a pinned plan file: exit 1 and a unified diff
+when it changed; ``--write`` (re)writes the pinned file. The pinned file's format follows its extension.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING
+
+from ..errors import ErrorItem, ValidationError
+from .console import show
+from .job_loading import EXIT_DIFFERS, EXIT_OK, load_or_report, report_invalid
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..plan.model import LaunchPlan
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("plan", help="print the launch plan of a job file, or check/update a pinned plan",
+                              description="Print what would run on each host. Nothing is uploaded or started.")
+    p.add_argument("job_file", help="YAML job file (estimator arguments + framework)")
+    p.add_argument("--format", choices=("yaml", "json"), help="output format (default: yaml; for --check/--write: the file's extension)")
+    p.add_argument("--host", metavar="NAME", help="show only this host's part (e.g. algo-2)")
+    pin = p.add_mutually_exclusive_group()
+    pin.add_argument("--check", metavar="FILE", help="compare with a pinned plan: exit 1 with a diff when it changed")
+    pin.add_argument("--write", metavar="FILE", help="write (or update) the pinned plan file")
+    return p
+
+
+def _host_text(plan_dict: dict, host: str, fmt: str) -> str:
+    part = next(h for h in plan_dict["hosts"] if h["name"] == host)
+    if fmt == "json":
+        return json.dumps(part, indent=2, ensure_ascii=False) + "\n"
+    import yaml
+
+    return yaml.safe_dump(part, sort_keys=False, allow_unicode=True, width=120)
+
+
+def _pinned(plan: LaunchPlan, args: argparse.Namespace) -> int:
+    from ..plan import snapshot
+
+    path = args.check or args.write
+    rendered = snapshot.render(plan, snapshot.format_for(path, args.format))
+    if args.write:
+        changed = snapshot.write(rendered, path)
+        show(f"{path}: {'written' if changed else 'unchanged'}")
+        return EXIT_OK
+    result = snapshot.check(rendered, path)
+    if result.diff:
+        show(result.message().split("\n", 1)[0])
+        show(result.diff, syntax="diff")
+    else:
+        show(result.message())
+    return EXIT_OK if result.matches else EXIT_DIFFERS
+
+
+def _unknown_host(host: str, plan: LaunchPlan) -> ValidationError:
+    names = ", ".join(plan.host_names[:8]) + (" ..." if len(plan.hosts) > 8 else "")
+    return ValidationError([ErrorItem("--host", f"no host {host!r} in this plan; hosts: {names}", host)])
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.host and (args.check or args.write):
+        return report_invalid(args.job_file, ValidationError([ErrorItem("--host", "cannot be combined with --check/--write: a pinned plan holds every host")]))
+    loaded = load_or_report(args.job_file)
+    if isinstance(loaded, int):
+        return loaded
+    try:
+        plan = loaded.plan()
+    except ValidationError as exc:
+        return report_invalid(args.job_file, exc)
+    if args.check or args.write:
+        return _pinned(plan, args)
+    fmt = args.format or "yaml"
+    if args.host:
+        if args.host not in plan.host_names:
+            return report_invalid(args.job_file, _unknown_host(args.host, plan))
+        show(_host_text(plan.to_dict(), args.host, fmt), syntax=fmt)
+    else:
+        show(plan.to_yaml() if fmt == "yaml" else plan.to_json(), syntax=fmt)
+    return EXIT_OK

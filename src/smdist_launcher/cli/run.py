@@ -1,0 +1,110 @@
+"""``smdist run job.yaml [--instance-count N] [--processes-per-host P] [--input NAME=URI] ...``.
+
+Loads the job file into its estimator (the same path as ``PyTorch(...).fit()``), applies the
+overrides, and runs it with the local backend. Exit codes: 0 completed, 1 the job failed or hit
+max_run, 2 invalid input, 130 stopped by Ctrl-C."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..errors import JobFailedError, ValidationError
+from .console import problem
+from .job_loading import EXIT_INVALID, EXIT_OK, report_invalid
+
+EXIT_FAILED = 1
+EXIT_STOPPED = 130
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("run", help="run a job file on this machine (local mode, simulated hosts)",
+                              description="Run the job's launch plan on this machine: one sandboxed host per instance.")
+    p.add_argument("job_file", help="YAML job file (estimator arguments + framework)")
+    p.add_argument("--instance-count", type=int, metavar="N", help="override instance_count")
+    p.add_argument("--processes-per-host", type=int, metavar="P",
+                   help="override the processes per host (distribution.mpi.processes_per_host)")
+    p.add_argument("--instance-type", metavar="TYPE", choices=("local", "local_cpu", "local_gpu"),
+                   help="override instance_type (local mode types only)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=URI",
+                   help="set channel NAME to URI (file://, s3:// or a path); repeatable")
+    p.add_argument("--hyperparameter", "-H", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a hyperparameter (the value is kept as a string); repeatable")
+    p.add_argument("--max-run", type=int, metavar="SECONDS", help="override max_run")
+    p.add_argument("--job-name", help="job name (default: <base_job_name>-<timestamp>)")
+    p.add_argument("--jobs-dir", help="where job folders go (default: $SMDIST_JOBS_DIR or ./.smdist/jobs)")
+    p.add_argument("--quiet", "-q", action="store_true", help="do not stream the hosts' output (it is still saved)")
+    return p
+
+
+def _pairs(values: list[str], flag: str) -> dict[str, str] | ValidationError:
+    from ..errors import ErrorItem
+
+    out, bad = {}, []
+    for value in values:
+        key, sep, rest = value.partition("=")
+        if not sep or not key:
+            bad.append(ErrorItem(flag, f"expected NAME=VALUE, got {value!r}", value))
+        else:
+            out[key] = rest
+    return ValidationError(bad) if bad else out
+
+
+def overrides_from(args: argparse.Namespace) -> dict[str, Any] | ValidationError:
+    """The job-file overrides the flags ask for (merged over the file before validation)."""
+    overrides: dict[str, Any] = {}
+    if args.instance_count is not None:
+        overrides["instance_count"] = args.instance_count
+    if args.instance_type is not None:
+        overrides["instance_type"] = args.instance_type
+    if args.processes_per_host is not None:
+        overrides["distribution"] = {"mpi": {"processes_per_host": args.processes_per_host}}
+    if args.max_run is not None:
+        overrides["max_run"] = args.max_run
+    hyperparameters = _pairs(args.hyperparameter, "--hyperparameter")
+    if isinstance(hyperparameters, ValidationError):
+        return hyperparameters
+    if hyperparameters:
+        overrides["hyperparameters"] = hyperparameters
+    inputs = _pairs(args.input, "--input")
+    if isinstance(inputs, ValidationError):
+        return inputs
+    if inputs:
+        overrides["inputs"] = inputs
+    return overrides
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..backends.local import run_job
+    from ..estimators import estimator_from_job_file
+    from ..estimators.job_names import name_from_base
+    from ..spec.catalog import is_local
+
+    overrides = overrides_from(args)
+    if isinstance(overrides, ValidationError):
+        return report_invalid(args.job_file, overrides)
+    try:
+        estimator = estimator_from_job_file(args.job_file, overrides=overrides)
+        job_file = estimator.job_file
+        base = (job_file.job_name if job_file is not None and job_file.job_name else None) or estimator.base_job_name
+        plan = estimator.plan(job_name=args.job_name or name_from_base(base))
+    except ValidationError as exc:
+        return report_invalid(args.job_file, exc)
+    except OSError as exc:
+        problem(f"{args.job_file}: {exc}")
+        return EXIT_INVALID
+    if not is_local(plan.instance_type):
+        problem(f"{args.job_file}: instance_type: smdist run runs local mode only; {plan.instance_type!r} needs "
+                "Amazon SageMaker. Try --instance-type local")
+        return EXIT_INVALID
+    try:
+        job = run_job(plan, estimator=estimator, logs=not args.quiet, jobs_root=args.jobs_dir)
+    except JobFailedError as exc:
+        problem(str(exc))
+        return EXIT_STOPPED if exc.status == "Stopped" else EXIT_FAILED
+    except (FileExistsError, ValueError) as exc:
+        problem(f"{args.job_file}: {exc}")
+        return EXIT_INVALID
+    if args.quiet:
+        sys.stdout.write(f"{job.job_name} Completed {job.model_data or ''}\n")
+    return EXIT_OK

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from smdist_launcher.cli.main import main
+
+
+def test_prints_yaml_by_default_and_json_on_request(job_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(job_file)]) == 0
+    as_yaml = yaml.safe_load(capsys.readouterr().out)
+    assert main(["plan", str(job_file), "--format", "json"]) == 0
+    as_json = json.loads(capsys.readouterr().out)
+    assert as_yaml == as_json
+    assert as_json["launcher"] == "torchrun" and as_json["network_interface"] == "lo"
+
+
+def test_single_host(job_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(job_file), "--host", "algo-2", "--format", "json"]) == 0
+    host = json.loads(capsys.readouterr().out)
+    assert host["name"] == "algo-2" and host["argv"][host["argv"].index("--node_rank") + 1] == "1"
+    assert main(["plan", str(job_file), "--host", "algo-9"]) == 2
+    assert capsys.readouterr().err == f"{job_file}: --host: no host 'algo-9' in this plan; hosts: algo-1, algo-2\n"
+
+
+def test_write_then_check(job_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pinned = tmp_path / "plans" / "job.json"
+    assert main(["plan", str(job_file), "--check", str(pinned)]) == 1
+    assert "no pinned plan yet" in capsys.readouterr().out
+    assert main(["plan", str(job_file), "--write", str(pinned)]) == 0
+    assert json.loads(pinned.read_text())["job_name"] == "cli-test"
+    assert main(["plan", str(job_file), "--check", str(pinned)]) == 0
+
+    job_file.write_text(job_file.read_text().replace("epochs: 2", "epochs: 3"))
+    capsys.readouterr()
+    assert main(["plan", str(job_file), "--check", str(pinned)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"{pinned}: the plan changed")
+    assert '\n-        "2"\n' in out and '\n+        "3"\n' in out
+
+
+def test_yaml_pin_follows_extension(job_file: Path, tmp_path: Path) -> None:
+    pinned = tmp_path / "job.yml"
+    assert main(["plan", str(job_file), "--write", str(pinned)]) == 0
+    assert yaml.safe_load(pinned.read_text())["strategy"] == "torch_distributed"
+    assert main(["plan", str(job_file), "--check", str(pinned)]) == 0
+
+
+def test_host_with_pin_is_a_usage_error(job_file: Path, tmp_path: Path) -> None:
+    assert main(["plan", str(job_file), "--host", "algo-1", "--check", str(tmp_path / "p.json")]) == 2
+
+
+def test_invalid_job_exits_2(job_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    job_file.write_text(job_file.read_text().replace("framework: pytorch", "framework: pytorh"))
+    assert main(["plan", str(job_file)]) == 2
+    assert capsys.readouterr().err.startswith(f"{job_file}: framework: must be one of")
+
+
+def test_secrets_never_printed(job_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    job_file.write_text(job_file.read_text() + "environment:\n  HF_TOKEN: hf-s3cr3t\n  PLAIN: visible\n")
+    for extra in ([], ["--format", "json"]):
+        assert main(["plan", str(job_file), *extra]) == 0
+        out = capsys.readouterr().out
+        assert "hf-s3cr3t" not in out and "***REDACTED***" in out
+    pinned = tmp_path / "p.json"
+    assert main(["plan", str(job_file), "--write", str(pinned)]) == 0
+    assert "hf-s3cr3t" not in pinned.read_text() and "visible" in pinned.read_text()

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from smdist_launcher.cli.main import main
+
+
+def test_valid_job_exits_0(job_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(job_file)]) == 0
+    assert capsys.readouterr().out.startswith(f"{job_file}: ok: pytorch torch_distributed, 2 × local")
+
+
+def test_one_line_per_problem_exits_2(job_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    job_file.write_text(job_file.read_text().replace("instance_count: 2", "instance_count: 0")
+                        .replace("torch_distributed:\n    enabled: true", "mpi:\n    enabled: true\n    processes_per_host: 0"))
+    assert main(["validate", str(job_file)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"{job_file}: instance_count: must be ≥ 1, got 0",
+                     f"{job_file}: distribution.mpi.processes_per_host: must be ≥ 1, got 0"]
+
+
+@pytest.mark.parametrize("text", ["framework: [unclosed", "- just\n- a list\n"])
+def test_unparseable_file_exits_2(job_file: Path, text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    job_file.write_text(text)
+    assert main(["validate", str(job_file)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{job_file}: ") and len(err.splitlines()) == 1
+
+
+def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.yaml"
+    assert main(["validate", str(missing)]) == 2
+    assert capsys.readouterr().err.startswith(f"{missing}: ")
+
+
+def test_warnings_are_printed_but_exit_0(job_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    job_file.write_text(job_file.read_text().replace("instance_type: local", "instance_type: ml.g5.2xlarge")
+                        .replace("torch_distributed:\n    enabled: true", "mpi:\n    enabled: true\n    processes_per_host: 4"))
+    assert main(["validate", str(job_file)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{job_file}: warning: distribution.mpi.processes_per_host: ")
