@@ -1,0 +1,291 @@
+"""One rank of a multi-process smddp check, run as a script by tests/smddp/conftest.py.
+
+    python dist_worker.py SCENARIO RANK WORLD_SIZE INIT_FILE DEVICE
+
+Exits 0 when every check of the scenario passed; raises (non-zero exit, traceback) otherwise.
+Checks are grouped into few scenarios because each process start costs seconds on CI.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+R = dist.ReduceOp
+OPS = {"sum": R.SUM, "avg": R.AVG, "max": R.MAX, "min": R.MIN, "product": R.PRODUCT}
+DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64]
+SIZES = [1, 7, 1001]
+
+
+def rank_input(rank: int, n: int, dtype: torch.dtype, device: str, small: bool = False) -> torch.Tensor:
+    """Integer-valued data, exact in every dtype tested (sums of 4 ranks stay below 256)."""
+    base = torch.arange(n, dtype=torch.int64)
+    values = (base % 3 + 1 + (rank % 2)) if small else (base % 13 + 3 * rank + 1)
+    return values.to(dtype=dtype, device=device)
+
+
+def expected_reduce(op: str, inputs: list[torch.Tensor]) -> torch.Tensor:
+    stacked = torch.stack([t.cpu().to(torch.float64) for t in inputs])
+    out = {
+        "sum": stacked.sum(0),
+        "avg": stacked.sum(0) / len(inputs),
+        "max": stacked.max(0).values,
+        "min": stacked.min(0).values,
+        "product": stacked.prod(0),
+    }[op]
+    if not inputs[0].is_floating_point():
+        out = torch.trunc(out)
+    return out.to(inputs[0].dtype)
+
+
+def check(name: str, got: torch.Tensor, want: torch.Tensor) -> None:
+    got = got.cpu()
+    want = want.cpu().to(got.dtype)
+    if got.is_floating_point():
+        ok = torch.allclose(got.double(), want.double(), rtol=1e-2 if got.dtype != torch.float32 else 1e-6, atol=1e-6)
+    else:
+        ok = torch.equal(got, want)
+    if not ok:
+        raise AssertionError(f"{name}: got {got.flatten()[:8].tolist()} want {want.flatten()[:8].tolist()}")
+
+
+def collectives(rank: int, ws: int, device: str, group: dist.ProcessGroup | None = None, ranks: list[int] | None = None) -> int:
+    """Every collective x dtype x op x odd size on ``group``; returns the number of checks."""
+    ranks = ranks or list(range(ws))
+    n_g = len(ranks)
+    me = ranks.index(rank)
+    count = 0
+    for dtype in DTYPES:
+        for n in SIZES:
+            for op_name, op in OPS.items():
+                small = op_name == "product"
+                inputs = [rank_input(r, n, dtype, device, small) for r in ranks]
+                t = inputs[me].clone()
+                dist.all_reduce(t, op=op, group=group)
+                check(f"all_reduce {op_name} {dtype} n={n}", t, expected_reduce(op_name, inputs))
+                # reduce_scatter_tensor: rank j of the group keeps chunk j of the reduction
+                big = [torch.cat([rank_input(r, n, dtype, device, small) + k for k in range(n_g)]) for r in ranks]
+                out = torch.empty(n, dtype=dtype, device=device)
+                dist.reduce_scatter_tensor(out, big[me], op=op, group=group)
+                check(f"reduce_scatter_tensor {op_name} {dtype} n={n}", out, expected_reduce(op_name, big)[me * n : (me + 1) * n])
+                count += 2
+            out_list = [torch.empty(n, dtype=dtype, device=device) for _ in ranks]
+            dist.reduce_scatter(out_list[0], [rank_input(rank, n, dtype, device) + k for k in range(n_g)], group=group)
+            want = expected_reduce("sum", [torch.cat([rank_input(r, n, dtype, device) + k for k in range(n_g)]) for r in ranks])
+            check(f"reduce_scatter list {dtype} n={n}", out_list[0], want[me * n : (me + 1) * n])
+            inp = rank_input(rank, n, dtype, device)
+            gathered = torch.empty(n * n_g, dtype=dtype, device=device)
+            dist.all_gather_into_tensor(gathered, inp, group=group)
+            check(f"all_gather_into_tensor {dtype} n={n}", gathered, torch.cat([rank_input(r, n, dtype, device) for r in ranks]))
+            parts = [torch.empty(n, dtype=dtype, device=device) for _ in ranks]
+            dist.all_gather(parts, inp, group=group)
+            check(f"all_gather {dtype} n={n}", torch.cat(parts), torch.cat([rank_input(r, n, dtype, device) for r in ranks]))
+            b = inp.clone()
+            dist.broadcast(b, src=ranks[-1], group=group)
+            check(f"broadcast {dtype} n={n}", b, rank_input(ranks[-1], n, dtype, device))
+            count += 4
+    # all_to_all_single: rank i sends block j to rank j
+    send = torch.arange(n_g * 3, dtype=torch.float32, device=device) + 100 * me
+    recv = torch.empty_like(send)
+    dist.all_to_all_single(recv, send, group=group)
+    check("all_to_all_single", recv, torch.cat([torch.arange(3, dtype=torch.float32) + 3 * me + 100 * j for j in range(n_g)]))
+    # reduce to one root
+    r = rank_input(rank, 5, torch.float32, device)
+    dist.reduce(r, dst=ranks[0], group=group)
+    if me == 0:
+        check("reduce", r, expected_reduce("sum", [rank_input(q, 5, torch.float32, device) for q in ranks]))
+    # async: several in flight, then wait all
+    ts = [rank_input(rank, 257, torch.float32, device) * (i + 1) for i in range(4)]
+    works = [dist.all_reduce(t, async_op=True, group=group) for t in ts]
+    works.append(dist.all_gather_into_tensor(gathered := torch.empty(257 * n_g, device=device), ts[0].clone(), async_op=True, group=group))
+    for w in works:
+        w.wait()
+    for i, t in enumerate(ts[:-1]):
+        check(f"async all_reduce {i}", t, expected_reduce("sum", [rank_input(q, 257, torch.float32, device) * (i + 1) for q in ranks]))
+    fut = dist.all_reduce(t := rank_input(rank, 9, torch.float32, device), op=R.AVG, async_op=True, group=group).get_future()
+    check("async avg future", fut.wait()[0], expected_reduce("avg", [rank_input(q, 9, torch.float32, device) for q in ranks]))
+    dist.barrier(group=group)
+    return count + 8
+
+
+def scenario_collectives(rank: int, ws: int, device: str) -> None:
+    n = collectives(rank, ws, device)
+    if ws >= 4:
+        sub_ranks = [1, 3]
+        sub = dist.new_group(sub_ranks, backend="smddp")
+        other = dist.new_group([0, 2], backend="smddp")
+        if rank in sub_ranks:
+            n += collectives(rank, ws, device, sub, sub_ranks)
+        else:
+            t = torch.ones(3, device=device)
+            dist.all_reduce(t, group=other)
+            check("second subgroup", t, torch.full((3,), 2.0))
+    print(f"rank {rank}: {n} checks passed on {device}")
+
+
+def _model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+
+def scenario_ddp(rank: int, ws: int, device: str) -> None:
+    """DDP over smddp ends with the same parameters as DDP over gloo/nccl."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    reference_backend = "gloo" if device == "cpu" else "nccl"
+    ref_group = dist.new_group(backend=reference_backend)
+    results = []
+    for group in (None, ref_group):
+        model = _model().to(device)
+        ddp = DDP(model, process_group=group, device_ids=None if device == "cpu" else [torch.cuda.current_device()])
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        gen = torch.Generator().manual_seed(1234 + rank)
+        for _ in range(5):
+            x = torch.randn(8, 16, generator=gen).to(device)
+            loss = ddp(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        results.append([p.detach().cpu().clone() for p in model.parameters()])
+    for a, b in zip(*results):
+        if not torch.allclose(a, b, rtol=1e-5, atol=1e-6):
+            raise AssertionError(f"DDP parameters differ between smddp and {reference_backend}: {(a - b).abs().max()}")
+    print(f"rank {rank}: DDP smddp == {reference_backend}")
+
+
+def scenario_fsdp2(rank: int, ws: int, device: str) -> None:
+    """FSDP2 fully_shard trains over smddp exactly like one process on the same global batch."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh(device, (ws,))
+    model = _model().to(device)
+    reference = _model().to(device)
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    gen = torch.Generator().manual_seed(7)
+    for _ in range(3):
+        x = torch.randn(8, 16, generator=gen).to(device)  # same batch on every rank
+        for m, o in ((model, opt), (reference, ref_opt)):
+            o.zero_grad()
+            m(x).square().mean().backward()
+            o.step()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        full = p.full_tensor().detach().cpu()
+        if not torch.allclose(full, q.detach().cpu(), rtol=1e-5, atol=1e-6):
+            raise AssertionError(f"FSDP2 {name} differs from the single-process reference")
+    print(f"rank {rank}: FSDP2 over smddp matches the reference")
+
+
+def scenario_funcol(rank: int, ws: int, device: str) -> None:
+    """Functional collectives (what DTensor uses) reach a real backend through smddp."""
+    import torch.distributed._functional_collectives as funcol
+
+    group = dist.group.WORLD
+    x = rank_input(rank, 6, torch.float32, device)
+    gathered = funcol.all_gather_tensor(x, 0, group)
+    check("funcol all_gather_tensor", gathered, torch.cat([rank_input(r, 6, torch.float32, device) for r in range(ws)]))
+    summed = funcol.all_reduce(x, "sum", group)
+    check("funcol all_reduce", summed, expected_reduce("sum", [rank_input(r, 6, torch.float32, device) for r in range(ws)]))
+    big = torch.cat([x + k for k in range(ws)])
+    scattered = funcol.reduce_scatter_tensor(big, "sum", 0, group)
+    want = expected_reduce("sum", [torch.cat([rank_input(r, 6, torch.float32, device) + k for k in range(ws)]) for r in range(ws)])
+    check("funcol reduce_scatter_tensor", scattered, want[rank * 6 : (rank + 1) * 6])
+    print(f"rank {rank}: functional collectives over smddp ok")
+
+
+def scenario_fast_paths(rank: int, ws: int, device: str) -> None:
+    """CUDA only: every fast path, forced, against NCCL on random data (odd sizes included)."""
+    from smdist_launcher.smddp import force_path
+
+    smddp_pg = dist.group.WORLD
+    nccl_pg = dist.new_group(backend="nccl")
+    gen = torch.Generator(device="cuda").manual_seed(100 + rank)
+    checks = 0
+    ce_variants = [("ce", True), ("ce", False), ("nccl", True)]  # (path, native helper on)
+    native_lib = None
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        for path, use_native in ce_variants:
+            force_path(smddp_pg, "all_gather", path)
+            engine = smddp_pg.cuda_path.allgather_ce  # None until the first fast call builds it
+            if engine is not None:
+                native_lib = native_lib or engine.lib
+                engine.lib = native_lib if use_native else None
+            for n in (1, 1001, 4096, 3 * 1024 * 1024 + 8):
+                x = torch.randn(n, generator=gen, device="cuda").to(dtype)
+                a = torch.full((n * ws,), float("nan"), device="cuda", dtype=dtype)
+                b = torch.empty_like(a)
+                dist.all_gather_into_tensor(a, x, group=smddp_pg)
+                dist.all_gather_into_tensor(b, x, group=nccl_pg)
+                if not torch.equal(a, b):
+                    raise AssertionError(f"all_gather path={path} {dtype} n={n} differs from NCCL")
+                checks += 1
+        for path in ("one_shot", "two_shot", "nccl"):
+            force_path(smddp_pg, "all_reduce", path)
+            for n in (8, 1000, 4096, 65536, 262144 + 8, 7):
+                for op in (R.SUM, R.AVG):
+                    x = torch.randn(n, generator=gen, device="cuda").to(dtype)
+                    a, b = x.clone(), x.clone()
+                    for _ in range(2):  # twice: both staging buffers
+                        a.copy_(x)
+                        dist.all_reduce(a, op=op, group=smddp_pg)
+                    dist.all_reduce(b, op=op, group=nccl_pg)
+                    # Summation order differs (ring vs one/two-shot, fp32 accumulation inside the
+                    # symm-mem kernels), so compare by relative norm, not element by element.
+                    tol = 1e-5 if dtype == torch.float32 else 1e-2
+                    err = ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
+                    if not err < tol or not torch.isfinite(a).all():
+                        raise AssertionError(f"all_reduce path={path} {dtype} n={n} op={op}: relative error {err:.2e} vs NCCL")
+                    checks += 1
+    force_path(smddp_pg, "all_gather", None)
+    force_path(smddp_pg, "all_reduce", None)
+    # stream order: a fast-path result consumed by the next kernel, and async wait on another stream
+    x = torch.randn(1 << 20, generator=gen, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty(x.numel() * ws, device="cuda", dtype=x.dtype)
+    side = torch.cuda.Stream()
+    force_path(smddp_pg, "all_gather", "ce")
+    work = dist.all_gather_into_tensor(out, x, group=smddp_pg, async_op=True)
+    with torch.cuda.stream(side):
+        work.wait()
+        total = out.float().sum()
+    ref = torch.empty_like(out)
+    dist.all_gather_into_tensor(ref, x, group=nccl_pg)
+    torch.cuda.synchronize()
+    if not torch.allclose(total, ref.float().sum()):
+        raise AssertionError("async fast-path result not ordered before the waiting stream")
+    force_path(smddp_pg, "all_gather", None)
+    from smdist_launcher.smddp import native
+
+    print(f"rank {rank}: {checks + 1} fast-path checks equal NCCL (native helper: {native_lib is not None}, {native.unavailable_reason()})")
+
+
+SCENARIOS = {"funcol": scenario_funcol, "fast_paths": scenario_fast_paths, "collectives": scenario_collectives, "ddp": scenario_ddp, "fsdp2": scenario_fsdp2}
+
+
+def main() -> None:
+    import faulthandler
+
+    faulthandler.enable()  # a native crash still shows the Python line that caused it
+    scenario, rank, ws, init_file, device = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    if device == "cuda":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "src"))
+    import smdist_launcher.smddp  # noqa: F401  (registers "smddp")
+
+    dist.init_process_group("smddp", init_method=f"file://{init_file}", rank=rank, world_size=ws, timeout=timedelta(seconds=120))
+    try:
+        for name in scenario.split(","):
+            SCENARIOS[name](rank, ws, device)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
