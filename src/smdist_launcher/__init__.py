@@ -17,6 +17,7 @@ _EXPORTS = {
     "HuggingFace": "smdist_launcher.estimators",
     "MXNet": "smdist_launcher.estimators",
     "Framework": "smdist_launcher.estimators",
+    "estimator_from_job_file": "smdist_launcher.estimators",
     "LaunchPlan": "smdist_launcher.plan.model",
     "ValidationError": "smdist_launcher.errors",
     "ValidationWarning": "smdist_launcher.errors",
@@ -28,7 +29,7 @@ __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .errors import ErrorItem, JobFailedError, ValidationError, ValidationWarning
-    from .estimators import Framework, HuggingFace, MXNet, PyTorch, TensorFlow
+    from .estimators import Framework, HuggingFace, MXNet, PyTorch, TensorFlow, estimator_from_job_file
     from .plan.model import LaunchPlan
 
 

@@ -68,3 +68,50 @@ def test_secrets_never_printed(job_file: Path, tmp_path: Path, capsys: pytest.Ca
     pinned = tmp_path / "p.json"
     assert main(["plan", str(job_file), "--write", str(pinned)]) == 0
     assert "hf-s3cr3t" not in pinned.read_text() and "visible" in pinned.read_text()
+
+
+def test_request_is_what_sagemaker_would_receive(sagemaker_job: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(sagemaker_job), "--request", "--region", "eu-west-1", "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    request = json.loads(out)
+    assert request["TrainingJobName"] == "req-test"
+    assert request["RoleArn"] == "arn:aws:iam::111122223333:role/Train"
+    assert request["AlgorithmSpecification"]["TrainingImage"] == (
+        "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311")
+    assert request["ResourceConfig"] == {"VolumeSizeInGB": 30, "InstanceCount": 2, "InstanceType": "ml.p4d.24xlarge"}
+    assert request["HyperParameters"]["sagemaker_region"] == '"eu-west-1"'
+    assert request["HyperParameters"]["sagemaker_submit_directory"] == (
+        '"s3://sagemaker-eu-west-1-<account>/req-test/source/sourcedir.tar.gz"')
+    assert request["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] == "s3://bucket/train"
+    assert request["Environment"]["HF_TOKEN"] != "hf_secret_value" and "hf_secret_value" not in out
+    assert request["Environment"]["MODE"] == "fast"
+    # without --region: a placeholder, and YAML by default
+    assert main(["plan", str(sagemaker_job), "--request"]) == 0
+    as_yaml = yaml.safe_load(capsys.readouterr().out)
+    assert as_yaml["HyperParameters"]["sagemaker_region"] == '"<region>"'
+
+
+def test_request_makes_no_aws_call_and_imports_no_boto3(sagemaker_job: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from smdist_launcher.cli.main import main; rc = main(['plan', sys.argv[1], '--request']); "
+            "print(rc, sorted(m for m in ('boto3', 'botocore') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, str(sagemaker_job)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "0 []"
+
+
+def test_request_refuses_what_sagemaker_cannot_run(job_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(job_file), "--request"]) == 2
+    assert capsys.readouterr().err == (f"{job_file}: instance_type: local instance types run on this machine "
+                                       "(backends.local), not on SageMaker\n")
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--region", "us-west-2"], "--region: is only used with --request"),
+    (["--request", "--region", "moon"], "--region: must be an AWS region such as 'us-west-2', got 'moon'"),
+    (["--request", "--host", "algo-1"], "--request: cannot be combined with --host, --check or --write"),
+])
+def test_request_usage_errors(sagemaker_job: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str) -> None:
+    assert main(["plan", str(sagemaker_job), *extra]) == 2
+    assert capsys.readouterr().err.startswith(f"{sagemaker_job}: {message}")

@@ -158,3 +158,53 @@ def test_import_is_light() -> None:
             "print(sorted(m for m in ('torch', 'boto3', 'sagemaker', 'yaml', 'rich') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_estimator_from_job_file_is_a_lazy_top_level_export() -> None:
+    code = ("import sys, smdist_launcher; light = 'pydantic' not in sys.modules; "
+            "from smdist_launcher import estimator_from_job_file; "
+            "from smdist_launcher.estimators import estimator_from_job_file as direct; "
+            "print(light, estimator_from_job_file is direct, 'estimator_from_job_file' in smdist_launcher.__all__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "True True True"
+
+
+def test_request_is_the_create_training_job_call_without_secrets(kwargs: dict[str, Any]) -> None:
+    est = PyTorch(**{**kwargs, "environment": {"WANDB_API_KEY": "k-123", "MODE": "fast"}, "base_job_name": "demo"})
+    request = est.request("s3://bucket/train", region="us-west-2")
+    assert request["TrainingJobName"] == "demo"
+    assert request["HyperParameters"] == {
+        **est.plan("s3://bucket/train").sagemaker_hyperparameters,
+        "sagemaker_submit_directory": '"s3://sagemaker-us-west-2-<account>/demo/source/sourcedir.tar.gz"',
+        "sagemaker_region": '"us-west-2"'}
+    assert request["Environment"]["MODE"] == "fast" and "k-123" not in str(request)
+    assert request["InputDataConfig"][0]["ChannelName"] == "training"
+    assert est.request(job_name="given")["TrainingJobName"] == "given"
+    # the estimator's own region is the default
+    regional = PyTorch(**{**kwargs, "region": "eu-central-1"}).request()
+    assert regional["HyperParameters"]["sagemaker_region"] == '"eu-central-1"'
+
+
+def test_request_refuses_jobs_sagemaker_cannot_run(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError) as info:
+        PyTorch(**{**kwargs, "instance_type": "local"}).request()
+    assert [e.path for e in info.value.errors] == ["instance_type"]
+    with pytest.raises(ValidationError) as info:
+        PyTorch(**kwargs).request(region="moon")
+    assert [e.path for e in info.value.errors] == ["region"]
+
+
+@pytest.mark.parametrize(("model_dir", "expected"), [
+    ("s3://bucket/models", "s3://bucket/models"),
+    (None, "s3://bucket/out/tf-job/model"),      # the SDK default under output_path
+    (False, None),                               # no model_dir hyperparameter at all
+])
+def test_tensorflow_model_dir_reaches_the_plan(kwargs: dict[str, Any], model_dir: Any, expected: str | None) -> None:
+    tf = {**kwargs, "framework_version": "2.13", "py_version": "py310", "hyperparameters": {},
+          "distribution": {"multi_worker_mirrored_strategy": {"enabled": True}}, "output_path": "s3://bucket/out"}
+    if model_dir is not None:
+        tf["model_dir"] = model_dir
+    est = TensorFlow(**{**tf, "base_job_name": "tf-job"})
+    plan = est.plan()
+    assert plan.hyperparameters.get("model_dir") == expected
+    assert est.hyperparameters().get("model_dir") == (None if expected is None else f'"{expected}"')

@@ -162,6 +162,21 @@ def test_multi_worker_mirrored(make_job: Callable[..., ResolvedJob]) -> None:
     assert plan.hyperparameters == {"model_dir": "s3://b/out/job/model"}
 
 
+@pytest.mark.parametrize(("model_dir", "expected"), [
+    (None, {"model_dir": "s3://b/out/job/model"}),     # the SDK default
+    ("s3://b/models", {"model_dir": "s3://b/models"}),
+    ("/opt/ml/model", {"model_dir": "/opt/ml/model"}),
+    (False, {}),                                        # model_dir=False: no model_dir hyperparameter
+])
+def test_tensorflow_model_dir_argument(make_job: Callable[..., ResolvedJob], model_dir: str | bool | None,
+                                       expected: dict[str, str]) -> None:
+    plan = build_plan(make_job(framework="tensorflow", strategy="multi_worker_mirrored_strategy", processes_per_host=1,
+                               hyperparameters={}, output_path="s3://b/out/", model_dir=model_dir))
+    assert plan.hyperparameters == expected
+    assert ("model_dir" in plan.sagemaker_hyperparameters) == bool(expected)
+    assert plan.hosts[0].argv == ["python", "train.py", *(["--model_dir", expected["model_dir"]] if expected else [])]
+
+
 def test_sagemaker_hyperparameters_script_mode_keys(make_job: Callable[..., ResolvedJob]) -> None:
     plan = build_plan(make_job(region="us-west-2", hyperparameters={"name": "x"}))
     hps = plan.sagemaker_hyperparameters

@@ -70,6 +70,14 @@ def test_framework_required_and_checked(job_dir: Path) -> None:
     assert _paths(_write(job_dir, JOB.replace("framework: pytorch", "framework: pytroch"))) == ["framework"]
 
 
+def test_misspelled_framework_does_not_hide_the_other_problems(job_dir: Path) -> None:
+    # the arguments are checked as the framework it most likely means (pytorch)
+    text = JOB.replace("framework: pytorch", "framework: pytroch").replace("instance_count: 2", "instance_count: 0")
+    assert _paths(_write(job_dir, text)) == ["framework", "instance_count"]
+    # no likely meaning: only the framework is reported (any other model would report made-up problems)
+    assert _paths(_write(job_dir, text.replace("framework: pytroch", "framework: jax"))) == ["framework"]
+
+
 def test_yaml_problems(job_dir: Path) -> None:
     assert _paths(_write(job_dir, "framework: [unclosed\n")) == ["<root>"]
     assert _paths(_write(job_dir, "- a list\n")) == ["<root>"]

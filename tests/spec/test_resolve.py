@@ -66,3 +66,21 @@ def test_copies_run_settings(args: dict[str, Any]) -> None:
                        "region": "us-west-2", "environment": {"A": "1"}})
     assert (job.max_run, job.output_path, job.checkpoint_s3_uri, job.region, job.environment) == (
         600, "s3://bucket/out", "s3://bucket/ck", "us-west-2", {"A": "1"})
+
+
+@pytest.mark.parametrize("model_dir", [None, False, "s3://bucket/models"])
+def test_tensorflow_model_dir_is_carried(args: dict[str, Any], model_dir: Any) -> None:
+    tf = {**args, "framework_version": "2.13", "py_version": "py310"}
+    if model_dir is not None:
+        tf["model_dir"] = model_dir
+    assert _resolved("tensorflow", **tf).model_dir == model_dir
+
+
+def test_model_dir_twice_is_an_error(args: dict[str, Any]) -> None:
+    tf = {**args, "framework_version": "2.13", "py_version": "py310", "model_dir": "s3://bucket/a",
+          "hyperparameters": {"model_dir": "s3://bucket/b"}}
+    with pytest.raises(ValidationError) as info:
+        validate_args("tensorflow", tf)
+    assert [e.path for e in info.value.errors] == ["hyperparameters.model_dir"]
+    # false omits the launcher's model_dir, so the script's own one is fine
+    assert validate_args("tensorflow", {**tf, "model_dir": False}).model_dir is False

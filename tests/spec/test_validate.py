@@ -66,3 +66,82 @@ def test_sdk_v1_names_and_fit_arguments_are_explained(args: dict[str, Any]) -> N
     errs = messages("pytorch", args)
     assert errs["train_instance_type"] == "is the SageMaker SDK v1 name; use 'instance_type'"
     assert errs["inputs"].startswith("unknown argument: inputs are given to fit(inputs=...)")
+
+
+# ---- one schema error must not hide the rules of its siblings ----------------------------------------------------
+SMP = "distribution.smdistributed.modelparallel"
+TP3_V2 = {"torch_distributed": {"enabled": True},
+          "smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 3}}}}
+
+
+def _with(block: dict[str, Any], path: str, key: str, value: Any) -> dict[str, Any]:
+    node = block
+    for part in path.split("."):
+        node = node.setdefault(part, {})
+    node[key] = value
+    return block
+
+
+@pytest.mark.parametrize(("where", "key", "value"), [
+    ("smdistributed.modelparallel.parameters", "hybrid_shard_degre", 2),   # misspelled sibling
+    ("smdistributed.modelparallel.parameters", "random_seed", "x"),         # badly typed sibling
+    ("smdistributed.modelparallel", "microbatches", 2),                     # misplaced key
+    ("mpi", "foo", 1),                                                      # stray key in a block that sizes the world
+    ("torch_distributed", "foo", 1),
+    ("mpi", "custom_mpi_options", 5),                                       # sizes nothing
+])
+def test_smp_arithmetic_survives_a_broken_sibling(args: dict[str, Any], where: str, key: str, value: Any) -> None:
+    import copy
+    args["distribution"] = _with(copy.deepcopy(TP3_V2), where, key, value)
+    errs = messages("pytorch", args)
+    assert errs[f"{SMP}.parameters.tensor_parallel_degree"].startswith("must divide the world size 16")
+    assert len(errs) == 2
+
+
+def test_smp_parameters_file_with_a_typo_still_gets_its_arithmetic_checked(args: dict[str, Any], tmp_path: Any) -> None:
+    (tmp_path / "smp.json").write_text('{"tensor_parallel_degree": 3, "hybrid_shard_degre": 2}')
+    args["distribution"] = {"torch_distributed": {"enabled": True},
+                            "smdistributed": {"modelparallel": {"enabled": True, "parameters": "smp.json"}}}
+    assert problems("pytorch", args, base_dir=str(tmp_path)) == [f"{SMP}.parameters.hybrid_shard_degre",
+                                                                  f"{SMP}.parameters.tensor_parallel_degree"]
+
+
+def test_misspelled_processes_per_host_gives_no_made_up_world_size(args: dict[str, Any]) -> None:
+    # the world size would use the default 8 processes per host, not the 3 the user meant: say only the typo
+    args["distribution"] = {"mpi": {"enabled": True, "processes_per_hots": 3}, "smdistributed": {
+        "modelparallel": {"enabled": True, "parameters": {"pipeline_parallel_degree": 3, "ddp": True}}}}
+    assert problems("pytorch", args) == ["distribution.mpi.processes_per_hots"]
+
+
+def test_a_broken_degree_gives_no_made_up_product(args: dict[str, Any]) -> None:
+    args["distribution"] = {"mpi": {"enabled": True, "processes_per_host": 8}, "smdistributed": {"modelparallel": {
+        "enabled": True, "parameters": {"pipeline_parallel_degree": "4", "tensor_parallel_degree": 4, "ddp": True,
+                                        "sharded_data_parallel_degree": 8}}}}
+    assert problems("pytorch", args) == [f"{SMP}.parameters.pipeline_parallel_degree"]
+
+
+def test_stray_key_does_not_hide_the_rule_on_its_block(args: dict[str, Any]) -> None:
+    args.update(framework_version="2.14", py_version="py310",
+                distribution={"parameter_server": {"enabled": True, "foo": 1}, "mpi": {"enabled": True}})
+    assert problems("tensorflow", args) == ["distribution.parameter_server", "distribution.parameter_server.foo"]
+
+
+def test_misspelled_key_still_hides_the_message_it_explains(args: dict[str, Any]) -> None:
+    # "smdistributed: choose a strategy" and "instance_type is required" would only repeat the typo
+    del args["instance_type"]
+    args.update(instance_tyep="ml.p4d.24xlarge", distribution={"smdistributed": {"dataparalel": {"enabled": True}}})
+    assert problems("pytorch", args) == ["distribution.smdistributed.dataparalel", "instance_tyep"]
+
+
+def test_incomplete_instance_group_is_not_called_a_heterogeneous_cluster(args: dict[str, Any]) -> None:
+    del args["instance_type"], args["instance_count"]
+    args["instance_groups"] = [{"instance_group_name": "a", "instance_type": "ml.p4d.24xlarge"}]
+    assert problems("pytorch", args) == ["instance_groups[0].instance_count"]
+    args["instance_groups"] = []
+    assert messages("pytorch", args)["instance_groups"].startswith("must define one instance group")
+
+
+def test_unknown_key_next_to_the_key_it_resembles_hides_nothing(args: dict[str, Any]) -> None:
+    # job_name resembles base_job_name, but base_job_name is given too: its own problem is still reported
+    args.update(job_name="x", base_job_name="bad name")
+    assert problems("pytorch", args) == ["base_job_name", "job_name"]

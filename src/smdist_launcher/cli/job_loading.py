@@ -10,6 +10,7 @@ from .console import problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..plan.model import Channel, LaunchPlan
+    from ..spec.estimator_args import EstimatorArgs
     from ..spec.resolved import ResolvedJob
 
 EXIT_OK = 0
@@ -22,6 +23,7 @@ class LoadedJob:
     job: ResolvedJob
     channels: dict[str, Channel]
     warnings: list[str] = field(default_factory=list)
+    args: EstimatorArgs | None = None   # the validated arguments (what the SageMaker request is built from)
 
     def plan(self) -> LaunchPlan:
         from ..plan.planner import build_plan
@@ -41,7 +43,7 @@ def load_job(path: str) -> LoadedJob:
     for w in caught:
         if not issubclass(w.category, ValidationWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return LoadedJob(job=job, channels=dict(job_file.inputs), warnings=notes)
+    return LoadedJob(job=job, channels=dict(job_file.inputs), warnings=notes, args=job_file.args)
 
 
 def report_invalid(source: str, error: ValidationError) -> int:

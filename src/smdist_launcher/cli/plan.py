@@ -1,17 +1,19 @@
-"""``smdist plan job.yaml [--format yaml|json] [--host algo-2] [--check FILE | --write FILE]``.
+"""``smdist plan job.yaml [--format yaml|json] [--host algo-2] [--check FILE | --write FILE] [--request [--region R]]``.
 
 Prints the launch plan (secrets redacted). ``--check`` compares with a pinned plan file: exit 1 and a unified diff
 when it changed; ``--write`` (re)writes the pinned file. The pinned file's format follows its extension.
+``--request`` prints the CreateTrainingJob request the SageMaker backend would send instead (secrets redacted, no AWS
+call): ``<account>`` and, without ``--region`` or a region in the job file, ``<region>`` are placeholders.
 """
 from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ErrorItem, ValidationError
 from .console import show
-from .job_loading import EXIT_DIFFERS, EXIT_OK, load_or_report, report_invalid
+from .job_loading import EXIT_DIFFERS, EXIT_OK, LoadedJob, load_or_report, report_invalid
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..plan.model import LaunchPlan
@@ -26,16 +28,44 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     pin = p.add_mutually_exclusive_group()
     pin.add_argument("--check", metavar="FILE", help="compare with a pinned plan: exit 1 with a diff when it changed")
     pin.add_argument("--write", metavar="FILE", help="write (or update) the pinned plan file")
+    p.add_argument("--request", action="store_true",
+                   help="print the SageMaker CreateTrainingJob request instead of the plan (no AWS call, secrets redacted)")
+    p.add_argument("--region", help="with --request: the AWS region to fill in (default: the job file's region)")
     return p
 
 
-def _host_text(plan_dict: dict, host: str, fmt: str) -> str:
-    part = next(h for h in plan_dict["hosts"] if h["name"] == host)
+def _usage_problem(args: argparse.Namespace) -> ValidationError | None:
+    if args.host and (args.check or args.write):
+        return ValidationError([ErrorItem("--host", "cannot be combined with --check/--write: a pinned plan holds every host")])
+    if args.request and (args.host or args.check or args.write):
+        return ValidationError([ErrorItem("--request", "cannot be combined with --host, --check or --write: the request "
+                                                       "is for the whole job and is not pinned")])
+    if args.region is not None:
+        from ..spec.rules.arguments import region_problem
+
+        why = region_problem(args.region) if args.request else "is only used with --request"
+        if why:
+            return ValidationError([ErrorItem("--region", why, args.region)])
+    return None
+
+
+def _request_text(plan: LaunchPlan, loaded: LoadedJob, region: str | None, fmt: str) -> str:
+    from ..estimators.sagemaker_request import sagemaker_request
+
+    assert loaded.args is not None  # load_job always sets it
+    return _render(sagemaker_request(plan, loaded.args, region=region), fmt)
+
+
+def _render(data: dict[str, Any], fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(part, indent=2, ensure_ascii=False) + "\n"
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     import yaml
 
-    return yaml.safe_dump(part, sort_keys=False, allow_unicode=True, width=120)
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+
+
+def _host_text(plan_dict: dict[str, Any], host: str, fmt: str) -> str:
+    return _render(next(h for h in plan_dict["hosts"] if h["name"] == host), fmt)
 
 
 def _pinned(plan: LaunchPlan, args: argparse.Namespace) -> int:
@@ -62,8 +92,9 @@ def _unknown_host(host: str, plan: LaunchPlan) -> ValidationError:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.host and (args.check or args.write):
-        return report_invalid(args.job_file, ValidationError([ErrorItem("--host", "cannot be combined with --check/--write: a pinned plan holds every host")]))
+    usage = _usage_problem(args)
+    if usage is not None:
+        return report_invalid(args.job_file, usage)
     loaded = load_or_report(args.job_file)
     if isinstance(loaded, int):
         return loaded
@@ -74,6 +105,13 @@ def run(args: argparse.Namespace) -> int:
     if args.check or args.write:
         return _pinned(plan, args)
     fmt = args.format or "yaml"
+    if args.request:
+        try:
+            text = _request_text(plan, loaded, args.region, fmt)
+        except ValidationError as exc:
+            return report_invalid(args.job_file, exc)
+        show(text, syntax=fmt)
+        return EXIT_OK
     if args.host:
         if args.host not in plan.host_names:
             return report_invalid(args.job_file, _unknown_host(args.host, plan))

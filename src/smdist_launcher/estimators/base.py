@@ -126,6 +126,16 @@ class FrameworkEstimator:
         channels = self.channels(inputs)
         return build_plan(self.resolved(job_name), channels)
 
+    def request(self, inputs: Any = None, job_name: str | None = None, region: str | None = None) -> dict[str, Any]:
+        """The CreateTrainingJob request fit() would send to SageMaker, secrets redacted. No AWS call.
+
+        `<account>` (and `<region>` without region= or the estimator's region) stand for what only AWS knows.
+        Raises ValidationError when the job cannot run on SageMaker (e.g. a local instance type or file:// inputs).
+        """
+        from .sagemaker_request import sagemaker_request
+
+        return sagemaker_request(self.plan(inputs, job_name=job_name), self._spec, region=region)
+
     # ---- running -----------------------------------------------------------------------------------
     def fit(
         self, inputs: Any = None, wait: bool = True, logs: Any = True, job_name: str | None = None, dry_run: bool = False

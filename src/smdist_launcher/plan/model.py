@@ -96,7 +96,17 @@ class LaunchPlan(_Model):
     def to_yaml(self, *, reveal_secrets: bool = False) -> str:
         import yaml  # lazy: keeps `import smdist_launcher` light
 
-        return yaml.safe_dump(self.to_dict(reveal_secrets=reveal_secrets), sort_keys=False, allow_unicode=True, width=120)
+        class _Dumper(yaml.SafeDumper):
+            pass
+
+        def _list(dumper: yaml.SafeDumper, items: list[Any]) -> Any:
+            # rank lists on one line ([0, 1, 2, ...]); argv and the rest one item per line
+            flow = bool(items) and all(isinstance(x, int) and not isinstance(x, bool) for x in items)
+            return dumper.represent_sequence("tag:yaml.org,2002:seq", items, flow_style=flow)
+
+        _Dumper.add_representer(list, _list)
+        return yaml.dump(self.to_dict(reveal_secrets=reveal_secrets), Dumper=_Dumper, sort_keys=False,
+                         allow_unicode=True, width=120)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "LaunchPlan":

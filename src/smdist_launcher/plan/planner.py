@@ -140,8 +140,8 @@ def _all_hyperparameters(job: ResolvedJob) -> tuple[dict[str, Any], dict[str, st
     generated: dict[str, Any] = {}
     if job.strategy in SMP_STRATEGIES and job.mp_parameters:
         generated[MP_PARAMETERS] = job.mp_parameters
-    if job.framework == "tensorflow" and "model_dir" not in user:
-        generated["model_dir"] = tensorflow_model_dir(job)
+    if job.framework == "tensorflow" and "model_dir" not in user and job.model_dir is not False:
+        generated["model_dir"] = job.model_dir or tensorflow_model_dir(job)
     generated.update(framework_hyperparameters(job))
     clashes = sorted(set(user) & set(generated))
     if clashes:

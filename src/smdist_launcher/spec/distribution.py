@@ -59,22 +59,25 @@ class ModelParallel(Toggle):
         # SageMaker also takes a path to a JSON file here; read it so that its keys are validated like inline ones.
         if not isinstance(value, str):
             return value
-        base = (info.context or {}).get("base_dir") or os.getcwd()
-        try:
-            path = Path(base, value)
-            text = path.read_text(encoding="utf-8")
-        except (OSError, ValueError):
-            raise ValueError(
-                f"expected a mapping of SMP parameters or a path to an existing JSON file, got {value!r} "
-                f"(looked in {base})"
-            ) from None
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise ValueError(f"cannot parse {value!r} as JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"the JSON file {value!r} must hold an object of SMP parameters, got {type(data).__name__}")
-        return data
+        return read_parameters_file(value, (info.context or {}).get("base_dir") or os.getcwd())
+
+
+def read_parameters_file(value: str, base: str) -> dict[str, Any]:
+    """The SMP parameters in the JSON file `value` (relative to `base`); ValueError says what is wrong."""
+    try:
+        text = Path(base, value).read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        raise ValueError(
+            f"expected a mapping of SMP parameters or a path to an existing JSON file, got {value!r} "
+            f"(looked in {base})"
+        ) from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"cannot parse {value!r} as JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"the JSON file {value!r} must hold an object of SMP parameters, got {type(data).__name__}")
+    return data
 
 
 class SMDistributed(SpecModel):

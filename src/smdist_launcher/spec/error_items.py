@@ -22,15 +22,21 @@ def show(value: Any) -> str:
     return text if len(text) <= _SHOW_LIMIT else text[: _SHOW_LIMIT - 3] + "..."
 
 
-def did_you_mean(word: Any, allowed: Iterable[str]) -> str:
-    """'; did you mean 'x'?' or ''."""
+def closest(word: Any, allowed: Iterable[str]) -> str | None:
+    """The allowed word `word` is most likely a misspelling of, or None."""
     if not isinstance(word, str):
-        return ""
+        return None
     allowed = list(allowed)
     match = difflib.get_close_matches(word, allowed, n=1, cutoff=0.6)
     if not match:
         match = [a for a in allowed if a.lower() == word.lower().replace("-", "_")][:1]
-    return f"; did you mean {match[0]!r}?" if match else ""
+    return match[0] if match else None
+
+
+def did_you_mean(word: Any, allowed: Iterable[str]) -> str:
+    """'; did you mean 'x'?' or ''."""
+    match = closest(word, allowed)
+    return f"; did you mean {match!r}?" if match else ""
 
 
 def join_path(*parts: Any) -> str:
@@ -92,22 +98,44 @@ def _child_models(model: type[BaseModel]) -> list[tuple[str, type[BaseModel]]]:
             if isinstance(c, type) and issubclass(c, BaseModel)]
 
 
-def _misplaced(root: type[BaseModel], loc: Sequence[Any]) -> str:
-    """A hint when an unknown key is a real key one level down or up (e.g. microbatches outside parameters)."""
+def _misplaced_at(root: type[BaseModel], loc: Sequence[Any]) -> tuple[tuple[Any, ...], str] | None:
+    """Where an unknown key belongs when it is a real key one level down or up (e.g. microbatches outside parameters),
+    with the hint that says so."""
     if not loc:
-        return ""
+        return None
     key = loc[-1]
     model = _model_at(root, loc[:-1])
     if model is not None:
         for name, child in _child_models(model):
             if key in child.model_fields:
-                return f"; it belongs under {name!r}"
+                return (*loc[:-1], name, key), f"; it belongs under {name!r}"
     if len(loc) >= 2:
         parent = _model_at(root, loc[:-2])
         if parent is not None and key in parent.model_fields and isinstance(loc[-2], str):
             where = f"in {loc[-3]!r}" if len(loc) >= 3 else "at the top level"
-            return f"; it belongs one level up, {where}"
-    return ""
+            return (*loc[:-2], key), f"; it belongs one level up, {where}"
+    return None
+
+
+def _misplaced(root: type[BaseModel], loc: Sequence[Any]) -> str:
+    found = _misplaced_at(root, loc)
+    return found[1] if found else ""
+
+
+def intended_loc(root: type[BaseModel], loc: Sequence[Any]) -> tuple[Any, ...] | None:
+    """The real key an unknown key at `loc` probably meant (a misspelling or a misplaced key), or None for a stray key.
+
+    Rules must not reason about the meant key (its value was dropped), but a stray key changes nothing they read.
+    """
+    loc = _clean_loc(loc)
+    if not loc:
+        return None
+    model = _model_at(root, loc[:-1])
+    match = closest(loc[-1], allowed_keys(model)) if model is not None else None
+    if match is not None:
+        return (*loc[:-1], match)
+    found = _misplaced_at(root, loc)
+    return found[0] if found else None
 
 
 # ---- conversion -------------------------------------------------------------------------------------

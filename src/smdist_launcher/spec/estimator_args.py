@@ -178,6 +178,8 @@ class TensorFlowArgs(EstimatorArgs):
     @field_validator("model_dir")
     @classmethod
     def _model_dir(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must not be empty; give a path/URI, or false for no model_dir argument")
         if value is None or value is False or isinstance(value, str):
             return value
         raise ValueError(f"must be a path/URI string or false (no model_dir argument), got {value!r}")

@@ -13,7 +13,7 @@ from pydantic import BaseModel, create_model
 
 from ..errors import ErrorItem, ValidationError
 from ..plan.model import Channel
-from .error_items import did_you_mean, item, show
+from .error_items import closest, did_you_mean, item, show
 from .estimator_args import FRAMEWORKS, EstimatorArgs, args_model_for
 from .inputs import ChannelSpec, collect_input_errors, normalize_inputs
 from .rules.arguments import job_name_problem
@@ -119,8 +119,10 @@ def parse_job_file(data: Any, *, path: str, base_dir: str, check_source: bool = 
     args = {k: v for k, v in data.items() if k not in JOB_FILE_KEYS and k != "sagemaker_session"}
     spec: EstimatorArgs | None = None
     found_warnings: list[str] = []
-    if framework in FRAMEWORKS:
-        outcome = collect(framework, args, base_dir=base_dir, check_source=check_source)
+    # a misspelled framework should not hide the arguments' problems: check them as the framework it most likely means
+    checked_as = framework if framework in FRAMEWORKS else closest(framework, FRAMEWORKS)
+    if checked_as is not None:
+        outcome = collect(checked_as, args, base_dir=base_dir, check_source=check_source)
         errors.extend(outcome.errors)
         spec, found_warnings = outcome.spec, outcome.warnings
     raw_type = args.get("instance_type")

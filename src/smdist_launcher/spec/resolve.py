@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import ValidationError
 from .catalog import lookup
 from .error_items import item
-from .estimator_args import EstimatorArgs, HuggingFaceArgs
+from .estimator_args import EstimatorArgs, HuggingFaceArgs, TensorFlowArgs
 from .job_file import JobFile
 from .resolved import ResolvedJob
 from .rules.arguments import job_name_problem
@@ -97,4 +97,5 @@ def resolve(spec: EstimatorArgs | JobFile, framework: str | None = None, *, job_
         checkpoint_s3_uri=args.checkpoint_s3_uri,
         checkpoint_local_path=args.checkpoint_local_path,
         region=args.region,
+        model_dir=args.model_dir if isinstance(args, TensorFlowArgs) else None,
     )

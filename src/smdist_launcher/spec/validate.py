@@ -9,7 +9,8 @@ from typing import Any
 from pydantic import ValidationError as PydanticValidationError
 
 from ..errors import ErrorItem, ValidationError, ValidationWarning
-from .error_items import did_you_mean, from_pydantic, item, show
+from .distribution import read_parameters_file
+from .error_items import did_you_mean, from_pydantic, intended_loc, item, join_path, show
 from .estimator_args import FRAMEWORKS, EstimatorArgs, args_model_for
 from .rules import RuleContext, run_rules
 
@@ -88,16 +89,63 @@ def _prune(data: Any) -> Any:
     return data
 
 
-def _best_effort(model: type[EstimatorArgs], data: dict[str, Any], context: dict[str, Any]) -> tuple[EstimatorArgs | None, list[ErrorItem]]:
-    """Validate; on errors, drop the offending values and retry so the rules can still see the rest."""
+_PARAMETERS_LOC = ("distribution", "smdistributed", "modelparallel", "parameters")
+
+
+def _inline_parameters_file(data: dict[str, Any], base: str) -> None:
+    """Replace an SMP parameters file name by its content, so that a retry drops one bad key, not the whole file."""
+    node: Any = data
+    for part in _PARAMETERS_LOC[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict) and isinstance(node.get("parameters"), str):
+        try:
+            node["parameters"] = read_parameters_file(node["parameters"], base)
+        except ValueError:
+            pass  # reported by the first pass; the retry drops it
+
+
+def _given(data: Any, loc: tuple[Any, ...]) -> bool:
+    for part in loc:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+        else:
+            return False
+    return True
+
+
+def _broken_paths(exc: PydanticValidationError, model: type[EstimatorArgs], data: dict[str, Any]) -> frozenset[str]:
+    """Paths whose values pydantic rejected, so rules must not reason about them. An unknown key stands for the real
+    key it probably meant (a misspelling or misplacement) unless that key is given too; a stray key hides nothing."""
+    out: set[str] = set()
+    for err in exc.errors(include_url=False):
+        loc = tuple(p for p in err["loc"] if p != "[key]")
+        if err["type"] == "extra_forbidden":
+            meant = intended_loc(model, loc)
+            loc = meant if meant is not None and not _given(data, meant) else None
+        if loc is not None:
+            out.add(join_path(*loc))
+    return frozenset(out)
+
+
+def _best_effort(
+    model: type[EstimatorArgs], data: dict[str, Any], context: dict[str, Any]
+) -> tuple[EstimatorArgs | None, list[ErrorItem], frozenset[str]]:
+    """Validate; on errors, drop the offending values and retry so the rules can still see the rest.
+
+    Returns the model, the errors to report and the broken paths (see _broken_paths)."""
     reported: list[ErrorItem] = []
+    broken: frozenset[str] = frozenset()
     current = _copy_containers(data)
     for attempt in range(_MAX_PASSES):
         try:
-            return model.model_validate(current, context=context), reported
+            return model.model_validate(current, context=context), reported, broken
         except PydanticValidationError as exc:
             if attempt == 0:
                 reported = from_pydantic(exc, model)
+                broken = _broken_paths(exc, model, current)
+                _inline_parameters_file(current, context["base_dir"])
             locs = sorted((tuple(e["loc"]) for e in exc.errors(include_url=False)), key=len, reverse=True)
             removed = False
             for loc in locs:
@@ -106,11 +154,11 @@ def _best_effort(model: type[EstimatorArgs], data: dict[str, Any], context: dict
             current = _prune(current)
             if not removed:
                 break
-    return None, reported
+    return None, reported, broken
 
 
 def _overlaps(path: str, broken: frozenset[str]) -> bool:
-    return any(path == b or path.startswith(b + ".") or path.startswith(b + "[") or b.startswith(path + ".")
+    return any(path == b or path.startswith((b + ".", b + "[")) or b.startswith((path + ".", path + "["))
                for b in broken)
 
 
@@ -127,14 +175,13 @@ def collect(
     base = os.path.abspath(base_dir) if base_dir else os.getcwd()
     model = args_model_for(framework)
     try:
-        spec, errors = _best_effort(model, args, {"base_dir": base})
+        spec, errors, broken = _best_effort(model, args, {"base_dir": base})
     except RecursionError:
         return Outcome(None, [item("<root>", "the arguments contain a reference cycle (a dict or list inside itself)")])
     errors = [_explain_unknown(e) for e in errors]
     if spec is None:
         return Outcome(None, errors)
     spec.with_base_dir(base)
-    broken = frozenset(e.path for e in errors)
     ctx = RuleContext(spec, framework, broken=broken, check_source=check_source)
     seen = {(e.path, e.message) for e in errors}
     for problem in run_rules(ctx):

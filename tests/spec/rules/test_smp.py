@@ -77,7 +77,7 @@ def test_v2_rules(args: dict[str, Any], params: dict[str, Any], paths: list[str]
 def test_v2_all_problems_at_once(args: dict[str, Any]) -> None:
     assert problems("pytorch", _v2(args, tensor_parallel_degree=3, expert_parallel_degree=2, partitions=2,
                                    hybrid_shard_degree="x")) == [
-        f"{P}.expert_parallel_degree", f"{P}.hybrid_shard_degree", f"{P}.partitions"]
+        f"{P}.expert_parallel_degree", f"{P}.hybrid_shard_degree", f"{P}.partitions", f"{P}.tensor_parallel_degree"]
 
 
 def test_disabled_modelparallel_is_not_checked(args: dict[str, Any]) -> None:

@@ -35,6 +35,12 @@ def job_name_problem(name: str) -> str | None:
             f"(SageMaker's job-name rule), got {name!r}")
 
 
+def region_problem(region: str) -> str | None:
+    if _REGION.match(region):
+        return None
+    return f"must be an AWS region such as 'us-west-2', got {show(region)}"
+
+
 def _json_problem(value: Any) -> str | None:
     try:
         json.dumps(value, allow_nan=False)
@@ -52,6 +58,9 @@ def _hyperparameters(ctx: RuleContext) -> Iterator[ErrorItem]:
             yield item(path, "names starting with 'sagemaker_' are reserved for the launcher; rename it", value)
         elif key == "mp_parameters" and ctx.args.distribution and ctx.args.distribution.modelparallel_on:
             yield item(path, "is set by the launcher from distribution.smdistributed.modelparallel.parameters; remove it", value)
+        elif key == "model_dir" and isinstance(getattr(ctx.args, "model_dir", None), str):
+            yield item(path, "is also given as the model_dir argument (which the launcher passes as this hyperparameter); "
+                             "keep one", value)
         elif isinstance(value, float) and not math.isfinite(value):
             yield item(path, "must be a finite number", value)
         else:
@@ -96,8 +105,9 @@ def _names(ctx: RuleContext) -> Iterator[ErrorItem]:
         problem = job_name_problem(args.base_job_name)
         if problem:
             yield item("base_job_name", problem, args.base_job_name)
-    if args.region is not None and not _REGION.match(args.region):
-        yield item("region", f"must be an AWS region such as 'us-west-2', got {show(args.region)}", args.region)
+    region = region_problem(args.region) if args.region is not None else None
+    if region:
+        yield item("region", region, args.region)
     if args.role is not None and not _ROLE.match(args.role):
         yield item("role", "must be an IAM role ARN (arn:aws:iam::<account>:role/<name>) or a role name", args.role)
 

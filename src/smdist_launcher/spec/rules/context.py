@@ -9,6 +9,12 @@ from ..resolved import InstanceInfo
 from ..strategy import Launch, decide
 
 
+# what the world size is derived from; SMP parameters, MPI option strings and the group name are read from
+# distribution but size nothing
+_SIZING = ("distribution", "instance_count", "instance_type", "instance_groups")
+_NOT_SIZING = ("distribution.smdistributed.modelparallel.parameters", "distribution.instance_groups")
+
+
 @dataclass
 class RuleContext:
     args: EstimatorArgs
@@ -31,7 +37,11 @@ class RuleContext:
 
     @property
     def world_size(self) -> int | None:
+        """instance_count × processes_per_host, or None when unknown (or derived from values pydantic dropped)."""
         if self.instance_count is None or self.launch.strategy is None:
+            return None
+        sizing = [b for b in self.broken if not b.startswith(_NOT_SIZING) and not b.endswith(".custom_mpi_options")]
+        if any(b == p or b.startswith((p + ".", p + "[")) for b in sizing for p in _SIZING):
             return None
         return self.instance_count * self.launch.processes_per_host
 

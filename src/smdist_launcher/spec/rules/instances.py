@@ -24,6 +24,9 @@ def _completeness(ctx: RuleContext) -> Iterator[ErrorItem]:
         if args.instance_type is not None or args.instance_count is not None:
             yield item("instance_groups", "give either instance_type + instance_count or instance_groups, not both",
                        [g.instance_group_name for g in args.instance_groups])
+        elif not args.instance_groups:
+            yield item("instance_groups", "must define one instance group (instance_group_name, instance_type, "
+                                          "instance_count), or use instance_type + instance_count instead", [])
         elif len(args.instance_groups) != 1:
             yield item("instance_groups", "heterogeneous clusters (more than one instance group) are not supported yet; "
                                           "use one group or instance_type + instance_count",
