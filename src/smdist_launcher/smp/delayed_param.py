@@ -1,0 +1,85 @@
+"""Delayed parameter initialization: build on the meta device, shard, then materialize only the local shards.
+
+Mirrors SMP v2's ``torch.sagemaker.delayed_param``: ``init_empty_weights()`` to build,
+``DelayedParamIniter(model).get_param_init_fn()`` for FSDP1's ``param_init_fn``, and, for FSDP2,
+``materialize(model, device)`` after ``fully_shard``.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Iterator
+
+import torch
+from torch import nn
+
+InitMethod = Callable[[nn.Module], None]
+
+
+@contextlib.contextmanager
+def init_empty_weights() -> Iterator[None]:
+    """Parameters and buffers created inside have no storage (meta device)."""
+    with torch.device("meta"):
+        yield
+
+
+def _reset(module: nn.Module, init_method: InitMethod | None) -> None:
+    if init_method is not None:
+        init_method(module)
+    elif hasattr(module, "reset_parameters"):
+        module.reset_parameters()
+
+
+def _direct_tensors(module: nn.Module) -> list[torch.Tensor]:
+    return list(module.parameters(recurse=False)) + list(module.buffers(recurse=False))
+
+
+@torch.no_grad()
+def materialize(model: nn.Module, device: torch.device | str, init_method: InitMethod | None = None) -> nn.Module:
+    """Allocate (local shards of) meta parameters on ``device`` and initialize them module by module."""
+    model.to_empty(device=device)
+    for module in model.modules():
+        if _direct_tensors(module):
+            _reset(module, init_method)
+    return model
+
+
+class DelayedParamIniter:
+    """SMP v2's delayed-initialization helper over a model built under :func:`init_empty_weights`."""
+
+    def __init__(self, model: nn.Module, init_method_using_config: InitMethod | None = None,
+                 verbose: bool = False) -> None:
+        self.model = model
+        self.init_method = init_method_using_config
+        self.verbose = verbose
+        self._tied = self._find_tied(model)
+
+    @staticmethod
+    def _find_tied(model: nn.Module) -> list[list[str]]:
+        seen: dict[int, list[str]] = {}
+        for name, p in model.named_parameters(remove_duplicate=False):
+            seen.setdefault(id(p), []).append(name)
+        return [names for names in seen.values() if len(names) > 1]
+
+    def get_param_init_fn(self) -> Callable[[nn.Module], None]:
+        """For FSDP1's ``param_init_fn``: materialize one module's own tensors on the current device."""
+        def init_fn(module: nn.Module) -> None:
+            device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+            for sub in module.modules():
+                if any(t.is_meta for t in _direct_tensors(sub)):
+                    sub.to_empty(device=device, recurse=False)
+                    with torch.no_grad():
+                        _reset(sub, self.init_method)
+        return init_fn
+
+    def get_post_param_init_fn(self) -> Callable[[nn.Module], None]:
+        """Re-tie weights that to_empty untied (e.g. embedding and LM head)."""
+        def post(module: nn.Module) -> None:
+            if hasattr(module, "tie_weights"):
+                module.tie_weights()
+        return post
+
+    def validate_params_and_buffers_inited(self) -> None:
+        left = [n for n, t in list(self.model.named_parameters()) + list(self.model.named_buffers()) if t.is_meta]
+        if left:
+            raise RuntimeError(f"smp: {len(left)} parameters/buffers are still on the meta device, e.g. {left[:3]}; "
+                               "their modules need reset_parameters() or an init_method_using_config")

@@ -1,0 +1,4 @@
+"""SMP v2's ``torch.sagemaker.distributed`` namespace."""
+from . import checkpoint
+
+__all__ = ["checkpoint"]

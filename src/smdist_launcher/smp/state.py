@@ -1,0 +1,120 @@
+"""``tsm.state``: ranks, degrees, process groups and device meshes of the current SMP v2 job."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh
+
+from .config import SMPConfig
+from .mesh import MeshLayout
+
+
+@dataclass
+class SMPState:
+    """Filled by ``tsm.init``; attribute names follow SMP v2 (``tp_size``, ``rep_rank_process_group``...)."""
+
+    initialized: bool = False
+    cfg: SMPConfig = field(default_factory=SMPConfig)
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    layout: MeshLayout | None = None
+    device_mesh: DeviceMesh | None = None
+    # None where SMP also gives None (fallback to native PyTorch before init)
+    world_process_group: Any = None
+
+    # --- degrees -------------------------------------------------------------------------
+    @property
+    def hybrid_shard_degree(self) -> int:
+        return self.cfg.hybrid_shard_degree
+
+    @property
+    def tensor_parallel_degree(self) -> int:
+        return self.cfg.tensor_parallel_degree
+
+    @property
+    def context_parallel_degree(self) -> int:
+        return self.cfg.context_parallel_degree
+
+    @property
+    def expert_parallel_degree(self) -> int:
+        return self.cfg.expert_parallel_degree
+
+    tp_size = tensor_parallel_degree
+    cp_size = context_parallel_degree
+    ep_size = expert_parallel_degree
+
+    # --- meshes --------------------------------------------------------------------------
+    def _need(self) -> DeviceMesh:
+        if self.device_mesh is None:
+            raise RuntimeError("smp: call tsm.init() before using tsm.state's meshes and groups")
+        return self.device_mesh
+
+    @property
+    def tp_mesh(self) -> DeviceMesh:
+        return self._need()["tp"]
+
+    @property
+    def dp_mesh(self) -> DeviceMesh:
+        """What fully_shard takes: 1-D for FSDP, 2-D (replicate, shard) for HSDP."""
+        from .mesh import data_parallel_mesh
+        assert self.layout is not None
+        return data_parallel_mesh(self._need(), self.layout)
+
+    @property
+    def tp_rank(self) -> int:
+        return self.tp_mesh.get_local_rank() if self.device_mesh is not None else 0
+
+    @property
+    def tp_process_group(self) -> Any:
+        return self.tp_mesh.get_group() if self.device_mesh is not None else None
+
+    @property
+    def dp_size(self) -> int:
+        return self.layout.dp if self.layout else self.world_size
+
+    @property
+    def dp_rank(self) -> int:
+        if self.device_mesh is None:
+            return self.rank
+        m = self._need()
+        return m["replicate"].get_local_rank() * m["shard"].size() + m["shard"].get_local_rank()
+
+    @property
+    def rep_rank_process_group(self) -> Any:
+        """Ranks that hold the same tensor-parallel shard (the data-parallel group)."""
+        if self.device_mesh is None:
+            return None
+        return self._need()["replicate", "shard"]._flatten("dp").get_group()
+
+    @property
+    def shard_process_group(self) -> Any:
+        return self._need()["shard"].get_group() if self.device_mesh is not None else None
+
+    @property
+    def replicate_process_group(self) -> Any:
+        return self._need()["replicate"].get_group() if self.device_mesh is not None else None
+
+    # Context/expert parallelism are accepted in the config but not implemented (size 1).
+    cp_rank: int = 0
+    ep_rank: int = 0
+    cp_process_group: Any = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"rank": self.rank, "world_size": self.world_size, "tp_size": self.tp_size, "tp_rank": self.tp_rank,
+                "dp_size": self.dp_size, "dp_rank": self.dp_rank,
+                "layout": None if self.layout is None else vars(self.layout), "config": self.cfg.to_dict()}
+
+
+state = SMPState()
+
+
+def reset_state() -> None:
+    """For tests that init several times in one process."""
+    global state
+    fresh = SMPState()
+    state.__dict__.update(fresh.__dict__)
+
+

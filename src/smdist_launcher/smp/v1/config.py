@@ -1,0 +1,99 @@
+"""SMP v1 parameters (``mp_parameters``): SMP's defaults and checks."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ...errors import ErrorItem, ValidationError
+from ..config import KEY_PATH
+
+PIPELINES = ("interleaved", "simple")
+PLACEMENTS = ("cluster", "spread")
+OPTIMIZE = ("memory", "speed")
+
+
+@dataclass(frozen=True)
+class V1Config:
+    pipeline_parallel_degree: int = 1
+    tensor_parallel_degree: int = 1
+    microbatches: int = 1
+    pipeline: str = "interleaved"
+    placement_strategy: str = "cluster"
+    optimize: str = "memory"
+    ddp: bool = False
+    auto_partition: bool = True
+    default_partition: int = 0
+    active_microbatches: int | None = None
+    offload_activations: bool = False
+    activation_loading_horizon: int = 4
+    sharded_data_parallel_degree: int = 1
+    fp16: bool = False
+    bf16: bool = False
+
+
+_INTS = ("pipeline_parallel_degree", "tensor_parallel_degree", "microbatches", "default_partition",
+         "activation_loading_horizon", "sharded_data_parallel_degree", "active_microbatches")
+_BOOLS = ("ddp", "auto_partition", "offload_activations", "fp16", "bf16")
+_CHOICES = {"pipeline": PIPELINES, "placement_strategy": PLACEMENTS, "optimize": OPTIMIZE}
+# Accepted for compatibility, no effect here.
+_IGNORED = frozenset({"prescaled_batch", "shard_optimizer_state", "sdp_hierarchical_allgather", "ddp_port",
+                      "ddp_dist_backend", "horovod", "memory_weight", "contiguous", "load_partition",
+                      "skip_tracing", "delayed_parameter_initialization", "fast_mode", "predefined_hooks",
+                      "tensor_parallel_seed", "sdp_max_live_parameters", "sdp_param_persistence_threshold",
+                      "sdp_reduce_bucket_size", "sdp_gradient_clipping", "checkpoint_attentions",
+                      "hybrid_shard_degree", "sm_activation_offloading", "fsdp_cache_flush_warnings",
+                      "allow_empty_shards", "random_seed", "context_parallel_degree", "expert_parallel_degree"})
+
+
+def parse_v1(raw: Mapping[str, Any], where: str = KEY_PATH) -> V1Config:
+    errors: list[ErrorItem] = []
+    values: dict[str, Any] = {}
+    raw = dict(raw)
+    if "partitions" in raw:  # SMP's alias
+        if "pipeline_parallel_degree" in raw and raw["pipeline_parallel_degree"] != raw["partitions"]:
+            errors.append(ErrorItem(f"{where}.partitions", "is an alias of pipeline_parallel_degree and disagrees "
+                                    f"with it ({raw['pipeline_parallel_degree']}); set only one", raw["partitions"]))
+        raw.setdefault("pipeline_parallel_degree", raw.pop("partitions"))
+        raw.pop("partitions", None)
+    for key, value in raw.items():
+        path = f"{where}.{key}"
+        if key in _IGNORED:
+            continue
+        if key in _INTS:
+            if value is None and key == "active_microbatches":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "default_partition" else 1):
+                errors.append(ErrorItem(path, "must be a positive integer", value))
+            else:
+                values[key] = value
+        elif key in _BOOLS:
+            if not isinstance(value, bool):
+                errors.append(ErrorItem(path, "must be true or false", value))
+            else:
+                values[key] = value
+        elif key in _CHOICES:
+            if value not in _CHOICES[key]:
+                errors.append(ErrorItem(path, f"must be one of {list(_CHOICES[key])}", value))
+            else:
+                values[key] = value
+        else:
+            errors.append(ErrorItem(path, "is not an SMP v1 parameter (see the SMP v1 configuration reference)", value))
+    if values.get("tensor_parallel_degree", 1) > 1 and not values.get("ddp", False):
+        errors.append(ErrorItem(f"{where}.ddp", "must be true when tensor_parallel_degree > 1 (as in SMP v1)",
+                                values.get("ddp", False)))
+    if values.get("sharded_data_parallel_degree", 1) > 1:
+        errors.append(ErrorItem(f"{where}.sharded_data_parallel_degree",
+                                "is not supported by this runtime; use SMP v2 (hybrid_shard_degree) for sharding", 
+                                values["sharded_data_parallel_degree"]))
+    if errors:
+        raise ValidationError(errors)
+    return V1Config(**values)
+
+
+def check_v1_world(cfg: V1Config, world_size: int, where: str = KEY_PATH) -> None:
+    mp = cfg.pipeline_parallel_degree * cfg.tensor_parallel_degree
+    if world_size % mp:
+        raise ValidationError([ErrorItem(
+            f"{where}.pipeline_parallel_degree",
+            f"pipeline_parallel_degree x tensor_parallel_degree = {mp} must divide the number of processes "
+            f"({world_size})", cfg.pipeline_parallel_degree)])

@@ -1,0 +1,87 @@
+"""``smp.DistributedOptimizer``: data-parallel gradient averaging, then the wrapped optimizer's step."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.tensor import DTensor
+from torch.optim import Optimizer
+
+from .state import state
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+def _all_reduce_mean(grads: list[torch.Tensor], group: Any, divisor: int) -> None:
+    """One flat all-reduce per dtype (few large messages beat many small ones)."""
+    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+    for g in grads:
+        by_dtype.setdefault(g.dtype, []).append(g)
+    for same in by_dtype.values():
+        flat = torch.cat([g.reshape(-1) for g in same])
+        dist.all_reduce(flat, group=group)
+        flat.div_(divisor)
+        offset = 0
+        for g in same:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+
+def synchronize_gradients(params: list[torch.Tensor]) -> None:
+    """Average gradients so that every replica holds the gradient of the mean loss over the dp batch.
+
+    Replicated parameters average over dp (all ranks of the same stage). Tensor-parallel parameters
+    already hold the sum over their TP group's batches (DTensor backward), so they sum over rdp and
+    divide by dp.
+    """
+    topo = state.topo()
+    replicated = [p.grad for p in params if p.grad is not None and not isinstance(p, DTensor)]
+    sharded = [_local(p.grad) for p in params if p.grad is not None and isinstance(p, DTensor)]
+    if replicated and topo.dp > 1 and (state.cfg.ddp or topo.tp > 1):
+        _all_reduce_mean(replicated, topo.group(topo.dp_dims), topo.dp)
+    if sharded:
+        if topo.rdp > 1 and state.cfg.ddp:
+            _all_reduce_mean(sharded, topo.group("rdp"), topo.dp)
+        else:
+            for g in sharded:
+                g.div_(topo.tp)
+
+
+class DistributedOptimizer:
+    """Wraps a torch optimizer built over ``DistributedModel.parameters()``."""
+
+    def __init__(self, optimizer: Optimizer, static_loss_scale: float = 1.0, dynamic_loss_scale: bool = False,
+                 **_: Any) -> None:
+        self.optimizer = optimizer
+
+    def _remap_params(self) -> None:
+        """Parameters replaced by pipeline partitioning / TP after the optimizer was built."""
+        if not state.param_remap:
+            return
+        for group in self.optimizer.param_groups:
+            group["params"] = [state.param_remap.get(id(p), p) for p in group["params"]]
+
+    def step(self, closure: Any = None) -> Any:
+        self._remap_params()
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        synchronize_gradients(params)
+        return self.optimizer.step(closure)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self._remap_params()
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.optimizer.state_dict()
+
+    def local_state_dict(self) -> dict[str, Any]:
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, sd: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(sd)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.optimizer, name)
