@@ -1,0 +1,56 @@
+"""The process environment each simulated host's runtime starts with.
+
+This machine's environment (PATH, the venv, credentials for s3://) minus what would make a
+host think it is already inside a launcher, plus the job's environment (secrets travel only
+this way, never through files) and the local-mode variables of container/README.md."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from ...plan.model import LaunchPlan
+
+# Set by a launcher we might be running under (torchrun, mpirun, a SageMaker container, another
+# smdist job): inherited, they would make the hosts join the wrong job.
+_INHERITED_PREFIXES = ("OMPI_", "PMIX_", "PMI_", "TORCHELASTIC_", "SM_", "SMDIST_")
+_INHERITED_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
+                    "MASTER_ADDR", "MASTER_PORT", "CURRENT_HOST", "TRAINING_JOB_NAME", "SAGEMAKER_JOB_NAME")
+# The user's own knobs survive (the jobs folder, the s3 endpoint).
+_KEEP = ("SMDIST_JOBS_DIR", "SMDIST_S3_ENDPOINT_URL", "SMDIST_WORKER_WAIT_S")
+
+
+def base_environment(environ: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in environ.items()
+           if k in _KEEP or not (k.startswith(_INHERITED_PREFIXES) or k in _INHERITED_NAMES)}
+    # The hosts run this Python environment's tools (smddprun, torchrun, smdist-train) even when
+    # it was not activated (`.venv/bin/python train_job.py`): its bin folder goes first on PATH.
+    bindir = os.path.dirname(sys.executable)
+    path = env.get("PATH", "")
+    if bindir not in path.split(os.pathsep):
+        env["PATH"] = os.pathsep.join(p for p in (bindir, path) if p)
+    return env
+
+
+def host_environment(
+    plan: LaunchPlan, host: str, environ: dict[str, str], *, job_id: str, addresses: dict[str, str],
+    host_roots: dict[str, str], gpus: list[str] | None, checkpoint_dir: str,
+) -> dict[str, str]:
+    """gpus: this host's GPU ids for local_gpu; None for CPU instance types (no GPU visible)."""
+    env = base_environment(environ)
+    env.update(plan.environment)
+    env.update(plan.host(host).env)
+    env.update({
+        "SMDIST_JOB_ID": job_id,
+        "SMDIST_HOST_MAP": json.dumps(addresses, sort_keys=True),
+        "SMDIST_LOCAL_HOSTS": json.dumps(host_roots, sort_keys=True),
+        "SMDIST_CHECKPOINT_DIR": checkpoint_dir,
+        "PYTHONUNBUFFERED": "1",
+    })
+    if gpus is None:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        env["SMDIST_NUM_GPUS"] = "0"
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+        env["SMDIST_NUM_GPUS"] = str(len(gpus))
+    return env

@@ -1,0 +1,247 @@
+"""run_job: run a LaunchPlan on this machine, one sandboxed runtime per simulated host.
+
+Phases (recorded in job.json, shown on the status line): staging → starting → running →
+uploading → done. Every exit path, Ctrl-C included, ends with no process of the job alive and
+a final record; a job that did not complete raises JobFailedError naming the first failure."""
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ...contract import MLPaths, write_host_config
+from ...errors import JobFailedError
+from ...plan.model import LaunchPlan
+from . import records
+from .addressing import free_port, host_addresses, pick_address_block, split_gpus, visible_gpus
+from .console import JobConsole, console_for
+from .diagnosis import describe_failure, describe_stop
+from .environment import host_environment
+from .jobdir import JobDir, jobs_root as resolve_jobs_root
+from .localize import with_master_port
+from .logs import LogMux
+from .outputs import checkpoint_dir, collect_outputs, restore_checkpoints, save_checkpoints
+from .staging import local_code_source, stage_channels, stage_code
+from .supervisor import HostLaunch, Outcome, Supervisor
+
+GPU_INSTANCE_TYPES = ("local_gpu",)
+
+
+class LocalJob:
+    """A local training job: SageMaker's `estimator.latest_job` for local mode."""
+
+    def __init__(self, plan: LaunchPlan, job_dir: JobDir, *, logs: Any = True, grace: float = 5.0,
+                 environ: dict[str, str] | None = None, code_source: Path | None = None) -> None:
+        self.plan = plan
+        self.code_source = code_source
+        self.dir = job_dir
+        self.job_name = plan.job_name
+        self.job_id = f"{plan.job_name}-{uuid.uuid4().hex[:12]}"
+        self.grace = grace
+        self.environ = dict(os.environ if environ is None else environ)
+        self.record = records.JobRecord(job_name=plan.job_name, job_id=self.job_id, job_dir=str(job_dir.root),
+                                        plan=plan.to_dict())
+        self.console: JobConsole = console_for(logs, plan.host_names)
+        self.model_data: str | None = None
+        self.output_data: str | None = None
+        self.diagnosis: str = ""
+        self._thread: threading.Thread | None = None
+        self._supervisor: Supervisor | None = None
+        self._stop_reason: str | None = None
+        self._tmp_root: Path | None = None
+        self._error: BaseException | None = None
+        self._ranks_up = 0
+        job_dir.plan_file.write_text(plan.to_json())
+        self._save()
+
+    # ---- SageMaker-like surface -----------------------------------------------------------------
+    @property
+    def job_dir(self) -> Path:
+        return self.dir.root
+
+    @property
+    def status(self) -> str:
+        return self.record.status
+
+    @property
+    def failure_reason(self) -> str | None:
+        return self.record.failure_reason
+
+    def describe(self) -> dict[str, Any]:
+        """The job record (SageMaker's DescribeTrainingJob, in spirit)."""
+        return dict(self.record.__dict__)
+
+    def wait(self) -> "LocalJob":
+        """Block until the job ends; raise JobFailedError unless it completed."""
+        if self._thread is not None:
+            self._thread.join()
+        elif self.record.status == records.IN_PROGRESS:
+            self._run()
+        if self._error is not None:
+            raise self._error
+        if self.record.status != records.COMPLETED:
+            raise JobFailedError(self.job_name, self.record.status, self.diagnosis, str(self.job_dir))
+        return self
+
+    def start_in_background(self) -> None:
+        """fit(wait=False): run in a thread; stop() or the interpreter's exit ends it."""
+        self._thread = threading.Thread(target=self._run, name=f"smdist-job-{self.job_name}", daemon=True)
+        atexit.register(self.stop, "stopped: the Python process that started it is exiting")
+        self._thread.start()
+
+    def stop(self, reason: str = "stopped by stop()") -> None:
+        """Stop a running job (status Stopped); wait() then raises JobFailedError."""
+        self._stop_reason = reason
+        if self._supervisor is not None:
+            self._supervisor.request_stop(reason)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    # ---- the run --------------------------------------------------------------------------------
+    def _save(self) -> None:
+        self.record.save(self.dir.record_file)
+
+    def _phase(self, name: str, detail: str = "") -> None:
+        self.record.enter_phase(name)
+        self._save()
+        self.console.status(f"{self.job_name}: {name}{' — ' + detail if detail else ''}")
+
+    def _run(self) -> None:
+        supervisor: Supervisor | None = None
+        hosts: dict[str, MLPaths] = {}
+        try:
+            self._phase("staging")
+            launches, hosts = self._prepare()
+            self._phase("starting", f"{len(launches)} hosts")
+            mux = LogMux({h: self.dir.log_file(h) for h in hosts}, self.console, on_new_rank=self._rank_up)
+            supervisor = Supervisor(self.job_id, launches, mux.on_line, max_run=self.plan.max_run, grace=self.grace)
+            self._supervisor = supervisor
+            if self._stop_reason is not None:  # stop() came during staging
+                supervisor.request_stop(self._stop_reason)
+            try:
+                supervisor.start()
+                self.record.hosts = {h: {**self.record.hosts.get(h, {}), "pid": p.pid}
+                                     for h, p in supervisor.procs.items()}
+                self._phase("running", self._running_detail())
+                outcome = supervisor.wait()
+            finally:
+                mux.close()
+            self._finish(outcome, hosts)
+        except KeyboardInterrupt:
+            if supervisor is not None:
+                supervisor.stop()
+            self._end(records.STOPPED, "stopped by Ctrl-C", f"stopped by Ctrl-C during {self.record.phase}")
+        except (OSError, ValueError) as exc:  # staging: missing inputs, bad locations, no GPUs, ...
+            if supervisor is not None:
+                supervisor.stop()
+            self._end(records.FAILED, f"{type(exc).__name__}: {exc}", f"the job could not start: {exc}")
+        except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised by wait()
+            if supervisor is not None:
+                supervisor.stop()
+            self._error = exc
+            self._end(records.FAILED, f"internal error: {exc!r}", repr(exc))
+        finally:
+            if self._tmp_root is not None:
+                shutil.rmtree(self._tmp_root, ignore_errors=True)
+            self.console.close()
+
+    def _prepare(self) -> tuple[list[HostLaunch], dict[str, MLPaths]]:
+        plan = self.plan
+        names = plan.host_names
+        gpu_split = (split_gpus(visible_gpus(self.environ), names, plan.processes_per_host)
+                     if plan.instance_type in GPU_INSTANCE_TYPES else None)
+        addresses = host_addresses(names, pick_address_block())
+        run_plan = with_master_port(plan, free_port())
+        # Local mode stages every channel as files, like SageMaker's local mode.
+        modes = {name: "File" for name in plan.channels}
+        plan_dict = run_plan.to_dict()
+        hosts = {h: write_host_config(self.dir.host_root(h), plan_dict, h, channels=modes) for h in names}
+        stage_channels(plan, hosts, self.dir.staging_dir)
+        stage_code(self.code_source, hosts, keep_out=self.dir.root.parent)
+        restored = restore_checkpoints(plan, hosts)
+        if restored:
+            self.console.note(f"restored {restored} checkpoint file(s) from {plan.checkpoint_s3_uri}")
+        if any((p.code_dir / "requirements.txt").is_file() for p in hosts.values()):
+            self.console.note("requirements.txt is not installed in local mode (it would change this Python "
+                              "environment); install it yourself")
+        host_roots = {h: str(p.root) for h, p in hosts.items()}
+        # Temporary files of the hosts (OpenMPI session dirs, tempfile) go to a short per-job folder
+        # that is removed afterwards: short, because OpenMPI puts unix sockets there (108-byte limit).
+        self._tmp_root = Path(tempfile.mkdtemp(prefix="smdist-"))
+        launches = []
+        for h in names:
+            env = host_environment(
+                run_plan, h, self.environ, job_id=self.job_id, addresses=addresses, host_roots=host_roots,
+                gpus=gpu_split[h] if gpu_split else None, checkpoint_dir=str(checkpoint_dir(plan, hosts[h])))
+            env["TMPDIR"] = str(self._tmp_root / h)
+            (self._tmp_root / h).mkdir()
+            argv = [sys.executable, "-m", "smdist_launcher.container", "--root", host_roots[h], "--host", h,
+                    "--plan", str(hosts[h].plan_file), "--no-install"]
+            launches.append(HostLaunch(h, argv, env, self.dir.host_dir(h)))
+            self.record.hosts[h] = {"address": addresses[h], "gpus": gpu_split[h] if gpu_split else [],
+                                    "root": host_roots[h]}
+        self.record.local = {"master_port": run_plan.master.port, "tmpdir": str(self._tmp_root)}
+        return launches, hosts
+
+    def _running_detail(self) -> str:
+        return f"{len(self.plan.hosts)}/{len(self.plan.hosts)} hosts up, {self._ranks_up}/{self.plan.world_size} ranks seen"
+
+    def _rank_up(self, rank: int) -> None:
+        self._ranks_up += 1
+        if self.record.phase == "running":
+            self.console.status(f"{self.job_name}: running — {self._running_detail()}")
+
+    def _finish(self, outcome: Outcome, hosts: dict[str, MLPaths]) -> None:
+        for h, code in outcome.exit_codes.items():
+            self.record.hosts.setdefault(h, {})["exit_code"] = code
+        self._phase("uploading")
+        status, reason = outcome.status, outcome.reason
+        try:
+            # Partial outputs of failed jobs are delivered too (SageMaker uploads output/ on failure).
+            self.model_data, self.output_data = collect_outputs(self.plan, hosts, self.dir.output_dir)
+            save_checkpoints(self.plan, hosts)
+        except Exception as exc:  # noqa: BLE001 - an upload failure fails the job, with the reason
+            if status == records.COMPLETED:
+                status, reason = records.FAILED, f"uploading outputs failed: {exc}"
+            self.console.note(f"uploading outputs failed: {exc}")
+        log_files = {h: self.dir.log_file(h) for h in hosts}
+        if outcome.status == records.FAILED:
+            reason, self.diagnosis = describe_failure({h: p.failure_json_file for h, p in hosts.items()}, log_files,
+                                                      outcome.first_failure)
+        elif outcome.status in (records.STOPPED, records.MAX_RUNTIME_EXCEEDED):
+            self.diagnosis = describe_stop(reason, log_files)
+        else:
+            self.diagnosis = reason
+        self.record.model_data, self.record.output_data = self.model_data, self.output_data
+        self._end(status, reason or None, self.diagnosis)
+
+    def _end(self, status: str, reason: str | None, diagnosis: str) -> None:
+        self.diagnosis = self.diagnosis or diagnosis
+        self.record.finish(status, reason)
+        self._save()
+        took = self.record.duration or 0.0
+        if status == records.COMPLETED:
+            where = f"; model: {self.model_data}" if self.model_data else ""
+            self.console.note(f"job {self.job_name} completed in {took:.1f} s{where}")
+        else:  # the full diagnosis travels in JobFailedError: one line here
+            self.console.note(f"job {self.job_name} {status} after {took:.1f} s: {reason}")
+
+
+def run_job(plan: LaunchPlan, *, estimator: Any = None, wait: bool = True, logs: Any = True,
+            jobs_root: str | os.PathLike[str] | None = None, grace: float = 5.0) -> LocalJob:
+    """Run `plan` locally. wait=True blocks and raises JobFailedError unless the job completed;
+    wait=False returns at once (call .wait()). `estimator` (optional) tells where a relative
+    source_dir lives (its job file's folder); without it, the working directory."""
+    code_source = local_code_source(plan, estimator)
+    job_dir = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
+    job = LocalJob(plan, job_dir, logs=logs, grace=grace, code_source=code_source)
+    if wait:
+        return job.wait()
+    job.start_in_background()
+    return job

@@ -1,0 +1,81 @@
+"""job.json: what happened to a local job (status, phase timings, failure), written atomically
+at every phase change so `smdist jobs` and `smdist logs` can read it while the job runs."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# SageMaker's TrainingJobStatus values, plus its secondary status for max_run.
+IN_PROGRESS = "InProgress"
+COMPLETED = "Completed"
+FAILED = "Failed"
+STOPPED = "Stopped"
+MAX_RUNTIME_EXCEEDED = "MaxRuntimeExceeded"
+FINAL_STATUSES = (COMPLETED, FAILED, STOPPED, MAX_RUNTIME_EXCEEDED)
+
+
+@dataclass
+class JobRecord:
+    job_name: str
+    job_id: str
+    job_dir: str
+    status: str = IN_PROGRESS
+    phase: str = "created"
+    created: float = field(default_factory=time.time)
+    ended: float | None = None
+    # phase name -> [start, end] wall-clock seconds (end None while the phase runs)
+    phases: dict[str, list[float | None]] = field(default_factory=dict)
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # what local mode changed to run the plan here (the master port)
+    local: dict[str, Any] = field(default_factory=dict)
+    failure_reason: str | None = None
+    model_data: str | None = None
+    output_data: str | None = None
+    launcher_pid: int = field(default_factory=os.getpid)
+    plan: dict[str, Any] = field(default_factory=dict)
+
+    def enter_phase(self, name: str, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        if self.phase in self.phases and self.phases[self.phase][1] is None:
+            self.phases[self.phase][1] = now
+        self.phase = name
+        self.phases[name] = [now, None]
+
+    def finish(self, status: str, failure_reason: str | None = None, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        self.enter_phase("done", now)
+        self.phases["done"][1] = now
+        self.status = status
+        self.failure_reason = failure_reason
+        self.ended = now
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.ended is None else self.ended - self.created
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path) -> "JobRecord":
+        data = json.loads(path.read_text())
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def list_records(root: Path) -> list[JobRecord]:
+    """Every readable job record under a jobs root, oldest first."""
+    records = []
+    if root.is_dir():
+        for path in root.glob("*/job.json"):
+            try:
+                records.append(JobRecord.load(path))
+            except (OSError, ValueError, TypeError):
+                continue  # a record being written or from another version: not worth failing a listing
+    return sorted(records, key=lambda r: r.created)

@@ -1,0 +1,132 @@
+"""Fill each simulated host's input/data/<channel> and code/ before the hosts start.
+
+- Local channels (file:// or a path) are SYMLINKED, never copied: the same as SageMaker local
+  mode's bind mounts, O(1) for any size, and the job folder stays small. FullyReplicated links
+  the whole folder; ShardedByS3Key links each host its share of the files.
+- s3:// channels are downloaded once into <job>/staging/<channel> and linked into every host
+  (ShardedByS3Key: each host downloads only its share, straight into its channel folder).
+- Code: source_dir is COPIED into every host's code/ (small, and a host's script may write
+  next to itself, like in a container), skipping caches, VCS folders and the jobs folder."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ...contract import MLPaths
+from ...plan.model import Channel, LaunchPlan
+from . import s3 as s3io
+from .locations import Location, parse_location
+
+_CODE_IGNORE = ("__pycache__", "*.pyc", ".git", ".hg", ".svn", ".smdist", ".venv", ".mypy_cache", ".pytest_cache")
+
+
+def stage_channels(plan: LaunchPlan, hosts: dict[str, MLPaths], staging_dir: Path) -> None:
+    names = list(hosts)
+    for name, channel in plan.channels.items():
+        loc = parse_location(channel.uri, field=f"inputs.{name}")
+        dests = {h: hosts[h].channel_dir(name) for h in names}
+        if loc.is_s3:
+            _stage_s3(name, channel, loc, dests, staging_dir)
+        else:
+            _stage_local(name, channel, loc, dests)
+
+
+def _shard(items: list, index: int, count: int) -> list:
+    """ShardedByS3Key: host i gets every count-th item, starting at i (sorted by key)."""
+    return items[index::count]
+
+
+def _stage_local(name: str, channel: Channel, loc: Location, dests: dict[str, Path]) -> None:
+    assert loc.path is not None
+    src = loc.path
+    if not src.exists():
+        raise FileNotFoundError(f"inputs.{name}: {channel.uri} does not exist; create it or fix the path")
+    if src.is_file():
+        for dest in dests.values():
+            _fresh_dir(dest)
+            (dest / src.name).symlink_to(src)
+        return
+    if channel.distribution == "FullyReplicated":
+        for dest in dests.values():
+            _remove_empty(dest)
+            dest.symlink_to(src, target_is_directory=True)
+        return
+    files = sorted(p for p in src.rglob("*") if p.is_file())
+    for i, dest in enumerate(dests.values()):
+        _fresh_dir(dest)
+        for f in _shard(files, i, len(dests)):
+            target = dest / f.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(f)
+
+
+def _stage_s3(name: str, channel: Channel, loc: Location, dests: dict[str, Path], staging_dir: Path) -> None:
+    s3 = s3io.client()
+    objects = s3io.list_objects(s3, loc)
+    if not objects:
+        raise FileNotFoundError(f"inputs.{name}: no objects under {channel.uri}; upload the data or fix the URI")
+    if channel.distribution == "ShardedByS3Key":
+        for i, dest in enumerate(dests.values()):
+            _fresh_dir(dest)
+            s3io.download(s3, loc, _shard(objects, i, len(dests)), dest)
+        return
+    shared = staging_dir / name
+    shared.mkdir(parents=True, exist_ok=True)
+    s3io.download(s3, loc, objects, shared)
+    for dest in dests.values():
+        _remove_empty(dest)
+        dest.symlink_to(shared, target_is_directory=True)
+
+
+def _remove_empty(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        path.rmdir()  # write_host_config made it empty; anything else here is a bug worth seeing
+
+
+def _fresh_dir(path: Path) -> None:
+    if path.is_symlink():
+        path.unlink()
+    path.mkdir(parents=True, exist_ok=True)
+
+
+def local_code_source(plan: LaunchPlan, estimator: object = None) -> Path | None:
+    """The local folder (or lone entry-point file) to copy; None for an s3:// source_dir.
+
+    Plans keep source_dir as written (relative paths keep pinned plans portable); the estimator
+    knows the folder they are relative to (its job file's), else the working directory."""
+    if plan.source_dir is not None and plan.source_dir.startswith("s3://"):
+        return None
+    if plan.source_dir is not None:
+        known = getattr(estimator, "source_dir_path", None)
+        return Path(known) if known else parse_location(plan.source_dir, field="source_dir").path
+    known = getattr(estimator, "entry_point_path", None)
+    return Path(known) if known else parse_location(plan.entry_point, field="entry_point").path
+
+
+def stage_code(source: Path | None, hosts: dict[str, MLPaths], keep_out: Path) -> None:
+    """Copy the code into each host's code/. None (s3://) is left to the runtime, which unpacks
+    sagemaker_submit_directory itself."""
+    if source is None:
+        return
+    if source.is_file():
+        for paths in hosts.values():
+            paths.code_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, paths.code_dir / source.name)
+        return
+    if not source.is_dir():
+        raise FileNotFoundError(f"source_dir: {source} does not exist")
+    base_ignore = shutil.ignore_patterns(*_CODE_IGNORE)
+    keep_out = keep_out.resolve()
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        skipped = set(base_ignore(folder, names))
+        # A source_dir that contains the jobs folder must not copy jobs into jobs.
+        skipped.update(n for n in names if Path(folder, n).resolve() == keep_out)
+        return skipped
+
+    for paths in hosts.values():
+        if paths.code_dir.exists():
+            shutil.rmtree(paths.code_dir)
+        shutil.copytree(source, paths.code_dir, ignore=ignore, symlinks=True)

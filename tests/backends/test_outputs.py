@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+from smdist_launcher.backends.local.outputs import (checkpoint_dir, collect_outputs, pack_merged,
+                                                    restore_checkpoints, save_checkpoints)
+from smdist_launcher.contract import MLPaths
+
+from .plans import tiny_plan
+
+
+def _hosts(tmp_path: Path) -> dict[str, MLPaths]:
+    hosts = {h: MLPaths(tmp_path / h) for h in ("algo-1", "algo-2")}
+    for paths in hosts.values():
+        paths.model_dir.mkdir(parents=True)
+        paths.output_data_dir.mkdir(parents=True)
+    return hosts
+
+
+def _names(tar_path: Path) -> dict[str, bytes]:
+    with tarfile.open(tar_path) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def test_hosts_are_merged_later_host_wins_and_links_are_skipped(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    (a / "sub").mkdir(parents=True)
+    b.mkdir()
+    (a / "model.pth").write_text("from a")
+    (a / "sub" / "only-a").write_text("a")
+    (b / "model.pth").write_text("from b")
+    (b / "secret").symlink_to("/etc/hostname")
+    assert pack_merged([a, b], tmp_path / "out" / "model.tar.gz") == 2
+    assert _names(tmp_path / "out" / "model.tar.gz") == {"model.pth": b"from b", "sub/only-a": b"a"}
+
+
+def test_default_outputs_stay_in_the_job_folder(tmp_path):
+    hosts = _hosts(tmp_path)
+    (hosts["algo-1"].model_dir / "model.pth").write_text("m")
+    model, output = collect_outputs(tiny_plan(), hosts, tmp_path / "job" / "output")
+    assert model == (tmp_path / "job" / "output" / "model.tar.gz").as_uri()
+    assert output is None  # no host wrote output/data
+
+
+def test_output_path_file_and_s3_follow_sagemaker_layout(tmp_path, s3):
+    hosts = _hosts(tmp_path)
+    (hosts["algo-2"].model_dir / "model.pth").write_text("m")
+    (hosts["algo-1"].output_data_dir / "metrics.json").write_text("{}")
+    model, output = collect_outputs(tiny_plan(output_path=f"file://{tmp_path}/results"), hosts, tmp_path / "o1")
+    assert model == (tmp_path / "results" / "tiny" / "output" / "model.tar.gz").as_uri()
+    assert _names(tmp_path / "results" / "tiny" / "output" / "output.tar.gz") == {"metrics.json": b"{}"}
+    model, output = collect_outputs(tiny_plan(output_path=f"s3://{s3.bucket}/runs"), hosts, tmp_path / "o2")
+    assert model == f"s3://{s3.bucket}/runs/tiny/output/model.tar.gz"
+    assert output == f"s3://{s3.bucket}/runs/tiny/output/output.tar.gz"
+    body = s3.get_object(Bucket=s3.bucket, Key="runs/tiny/output/model.tar.gz")["Body"].read()
+    assert body == (tmp_path / "o2" / "model.tar.gz").read_bytes()
+
+
+def test_checkpoints_restore_and_save_through_s3(tmp_path, s3):
+    s3.put_object(Bucket=s3.bucket, Key="ckpt/step-1.pt", Body=b"old")
+    hosts = _hosts(tmp_path)
+    plan = tiny_plan(checkpoint_s3_uri=f"s3://{s3.bucket}/ckpt")
+    assert restore_checkpoints(plan, hosts) == 1
+    for paths in hosts.values():
+        assert (checkpoint_dir(plan, paths) / "step-1.pt").read_bytes() == b"old"
+    (checkpoint_dir(plan, hosts["algo-2"]) / "step-2-algo-2.pt").write_bytes(b"new")
+    save_checkpoints(plan, hosts)
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=s3.bucket, Prefix="ckpt/")["Contents"])
+    assert keys == ["ckpt/step-1.pt", "ckpt/step-2-algo-2.pt"]
+
+
+def test_checkpoint_local_path_maps_into_the_sandbox(tmp_path):
+    paths = MLPaths(tmp_path / "algo-1")
+    assert checkpoint_dir(tiny_plan(), paths) == paths.checkpoints_dir
+    assert checkpoint_dir(tiny_plan(checkpoint_local_path="/opt/ml/ckpt/run1"), paths) == paths.root / "ckpt/run1"
+    assert checkpoint_dir(tiny_plan(checkpoint_local_path="/data/ckpt"), paths) == paths.checkpoints_dir
+
+
+def test_checkpoints_through_a_local_folder(tmp_path):
+    store = tmp_path / "store"
+    (store / "deep").mkdir(parents=True)
+    (store / "deep" / "old.pt").write_text("old")
+    hosts = _hosts(tmp_path)
+    plan = tiny_plan(checkpoint_s3_uri=store.as_uri())
+    assert restore_checkpoints(plan, hosts) == 1
+    (checkpoint_dir(plan, hosts["algo-1"]) / "new.pt").write_text("new")
+    assert save_checkpoints(plan, hosts) == 3  # old.pt from both hosts, new.pt from algo-1
+    assert sorted(p.relative_to(store).as_posix() for p in store.rglob("*.pt")) == ["deep/old.pt", "new.pt"]

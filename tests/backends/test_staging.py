@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from smdist_launcher.backends.local.staging import local_code_source, stage_channels, stage_code
+from smdist_launcher.contract import MLPaths
+from smdist_launcher.plan.model import Channel
+
+from .plans import tiny_plan
+
+
+def _hosts(tmp_path: Path, n: int = 2) -> dict[str, MLPaths]:
+    hosts = {}
+    for i in range(1, n + 1):
+        paths = MLPaths(tmp_path / "job" / f"algo-{i}")
+        hosts[f"algo-{i}"] = paths
+    return hosts
+
+
+def _prepare(hosts: dict[str, MLPaths], channels: list[str]) -> None:
+    for paths in hosts.values():  # what write_host_config leaves: empty channel folders
+        for name in channels:
+            paths.channel_dir(name).mkdir(parents=True)
+
+
+def _data(tmp_path: Path) -> Path:
+    src = tmp_path / "data"
+    (src / "sub").mkdir(parents=True)
+    for name in ("a.txt", "b.txt", "c.txt", "sub/d.txt"):
+        (src / name).write_text(name)
+    return src
+
+
+def test_local_channel_is_linked_into_every_host(tmp_path):
+    src = _data(tmp_path)
+    hosts = _hosts(tmp_path)
+    _prepare(hosts, ["training", "plain"])
+    plan = tiny_plan(channels={"training": f"file://{src}", "plain": str(src / "a.txt")})
+    stage_channels(plan, hosts, tmp_path / "staging")
+    for paths in hosts.values():
+        assert paths.channel_dir("training").is_symlink()
+        assert (paths.channel_dir("training") / "sub" / "d.txt").read_text() == "sub/d.txt"
+        assert (paths.channel_dir("plain") / "a.txt").read_text() == "a.txt"
+
+
+def test_sharded_local_channel_gives_each_host_its_share(tmp_path):
+    src = _data(tmp_path)
+    hosts = _hosts(tmp_path)
+    _prepare(hosts, ["training"])
+    plan = tiny_plan(channels={"training": Channel(uri=str(src), distribution="ShardedByS3Key")})
+    stage_channels(plan, hosts, tmp_path / "staging")
+    files = {h: sorted(p.relative_to(paths.channel_dir("training")).as_posix()
+                       for p in paths.channel_dir("training").rglob("*.txt")) for h, paths in hosts.items()}
+    assert files == {"algo-1": ["a.txt", "c.txt"], "algo-2": ["b.txt", "sub/d.txt"]}
+
+
+def test_missing_local_channel_names_the_input(tmp_path):
+    hosts = _hosts(tmp_path)
+    _prepare(hosts, ["training"])
+    plan = tiny_plan(channels={"training": f"file://{tmp_path}/nope"})
+    with pytest.raises(FileNotFoundError, match=r"inputs\.training: file://.*/nope does not exist"):
+        stage_channels(plan, hosts, tmp_path / "staging")
+
+
+def test_s3_channel_downloaded_once_and_linked(tmp_path, s3):
+    for key in ("train/x.txt", "train/deep/y.txt", "train/z.txt", "other/no.txt"):
+        s3.put_object(Bucket=s3.bucket, Key=key, Body=key.encode())
+    hosts = _hosts(tmp_path)
+    _prepare(hosts, ["training", "sharded"])
+    plan = tiny_plan(channels={"training": f"s3://{s3.bucket}/train",
+                               "sharded": Channel(uri=f"s3://{s3.bucket}/train/", distribution="ShardedByS3Key")})
+    stage_channels(plan, hosts, tmp_path / "staging")
+    for paths in hosts.values():
+        channel = paths.channel_dir("training")
+        assert channel.resolve() == (tmp_path / "staging" / "training").resolve()
+        assert sorted(p.relative_to(channel).as_posix() for p in channel.rglob("*.txt")) == [
+            "deep/y.txt", "x.txt", "z.txt"]
+    shares = [sorted(p.name for p in hosts[h].channel_dir("sharded").rglob("*.txt")) for h in hosts]
+    assert shares == [["y.txt", "z.txt"], ["x.txt"]]
+
+
+def test_s3_key_escaping_the_channel_is_refused(tmp_path, s3):
+    s3.put_object(Bucket=s3.bucket, Key="evil/../../outside.txt", Body=b"x")
+    hosts = _hosts(tmp_path, 1)
+    _prepare(hosts, ["training"])
+    plan = tiny_plan(hosts=1, channels={"training": f"s3://{s3.bucket}/evil"})
+    with pytest.raises(ValueError, match="outside the channel folder"):
+        stage_channels(plan, hosts, tmp_path / "staging")
+    assert not (tmp_path / "outside.txt").exists()
+
+
+def test_code_is_copied_without_caches_or_the_jobs_folder(tmp_path):
+    src = tmp_path / "project"
+    (src / "__pycache__").mkdir(parents=True)
+    (src / "__pycache__" / "x.pyc").write_bytes(b"")
+    (src / "train.py").write_text("print(1)")
+    jobs = src / ".smdist" / "jobs"
+    jobs.mkdir(parents=True)
+    (src / "lib").mkdir()
+    (src / "lib" / "util.py").write_text("")
+    hosts = _hosts(tmp_path)
+    plan = tiny_plan(source_dir="project")
+    stage_code(src, hosts, keep_out=jobs)
+    for paths in hosts.values():
+        names = sorted(p.relative_to(paths.code_dir).as_posix() for p in paths.code_dir.rglob("*"))
+        assert names == ["lib", "lib/util.py", "train.py"]
+    assert local_code_source(plan) == Path.cwd() / "project"
+    assert local_code_source(tiny_plan(source_dir="s3://b/src.tar.gz")) is None
+
+
+def test_code_source_comes_from_the_estimator_when_it_knows():
+    class Est:
+        source_dir_path = "/somewhere/else"
+
+    assert local_code_source(tiny_plan(source_dir="."), Est()) == Path("/somewhere/else")

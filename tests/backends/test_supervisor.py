@@ -1,0 +1,51 @@
+"""The supervisor with fake hosts (tiny python commands): all end together, nothing survives."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from smdist_launcher.backends.local.process_sweep import job_processes
+from smdist_launcher.backends.local.supervisor import HostLaunch, Supervisor
+
+# A host that starts a grandchild in ANOTHER session (like orted started through the rsh agent),
+# then idles: only the /proc sweep can find that grandchild.
+SPAWNS_ESCAPEE = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], "
+                  "start_new_session=True); print('up', flush=True); time.sleep(600)")
+
+
+def _launch(tmp_path: Path, host: str, code: str, job_id: str) -> HostLaunch:
+    env = {**os.environ, "SMDIST_JOB_ID": job_id}
+    return HostLaunch(host, [sys.executable, "-c", code], env, tmp_path)
+
+
+def _run(tmp_path: Path, job_id: str, codes: dict[str, str], **kwargs):
+    lines: list[tuple[str, bytes]] = []
+    sup = Supervisor(job_id, [_launch(tmp_path, h, c, job_id) for h, c in codes.items()],
+                     lambda h, line: lines.append((h, line)), grace=2.0, **kwargs)
+    sup.start()
+    return sup.wait(), lines
+
+
+def test_all_hosts_succeed(tmp_path):
+    outcome, lines = _run(tmp_path, "sup-ok", {"algo-1": "print('one')", "algo-2": "print('two')"})
+    assert outcome.status == "Completed" and outcome.exit_codes == {"algo-1": 0, "algo-2": 0}
+    assert sorted(lines) == [("algo-1", b"one\n"), ("algo-2", b"two\n")]
+
+
+def test_one_failing_host_stops_the_others_and_their_escaped_children(tmp_path):
+    job_id = f"sup-fail-{os.getpid()}"
+    fail_after_up = "import time; time.sleep(0.5); raise SystemExit(3)"
+    outcome, _ = _run(tmp_path, job_id, {"algo-1": SPAWNS_ESCAPEE, "algo-2": fail_after_up})
+    assert outcome.status == "Failed"
+    assert outcome.first_failure is not None and outcome.first_failure.host == "algo-2"
+    assert outcome.first_failure.code == 3
+    assert outcome.exit_codes["algo-1"] is not None  # stopped, not left running
+    assert job_processes(job_id) == []
+
+
+def test_max_run_stops_everything(tmp_path):
+    job_id = f"sup-maxrun-{os.getpid()}"
+    outcome, _ = _run(tmp_path, job_id, {"algo-1": SPAWNS_ESCAPEE}, max_run=1)
+    assert outcome.status == "MaxRuntimeExceeded" and "max_run of 1 s exceeded" in outcome.reason
+    assert job_processes(job_id) == []

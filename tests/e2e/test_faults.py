@@ -1,0 +1,140 @@
+"""Jobs that go wrong end as specified: the whole job stops, the diagnosis names the first
+failing host/rank (not a victim), no process survives, nothing outside the job folder changes."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+# Every rank is up before the fault, so the others are stuck in a collective (victims).
+ALL_UP_THEN = r'''
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+dist.barrier()
+print(f"ready {rank}", flush=True)
+{fault}
+dist.all_reduce(torch.ones(1))
+dist.barrier()
+'''
+
+
+def test_rank_that_raises_fails_the_job_and_names_it(ws):
+    fault = 'if rank == 3:\n    raise ValueError("boom from rank 3")'
+    plan = ws.plan(ALL_UP_THEN.replace("{fault}", fault), strategy="torch_distributed")
+    record, error = ws.run(plan)
+    assert record["status"] == "Failed" and error is not None and error.status == "Failed"
+    assert "host algo-2, rank 3" in error.diagnosis
+    assert "ValueError: boom from rank 3" in error.diagnosis
+    assert record["failure_reason"].startswith("host algo-2, rank 3 failed first")
+    assert error.job_dir == str(ws.jobs / plan.job_name)
+    assert "boom from rank 3" in (ws.jobs / plan.job_name / "logs" / "algo-2.log").read_text()
+
+
+@pytest.mark.mpi
+def test_rank_killed_by_sigkill_under_mpirun(ws):
+    fault = 'if rank == 2:\n    os.kill(os.getpid(), 9)'
+    plan = ws.plan(ALL_UP_THEN.replace("{fault}", fault), strategy="mpi")
+    record, error = ws.run(plan)
+    assert record["status"] == "Failed" and error is not None
+    assert "algo-2, rank 2" in error.diagnosis
+    assert "SIGKILL" in error.diagnosis or "signal 9" in error.diagnosis
+
+
+def test_rank_hanging_past_max_run(ws):
+    hang = 'print("hanging", flush=True)\ntime.sleep(3600)\n'
+    plan = ws.plan(hang, strategy="single", max_run=3)
+    record, error = ws.run(plan)
+    assert record["status"] == "MaxRuntimeExceeded" and error is not None
+    assert error.status == "MaxRuntimeExceeded"
+    assert "max_run of 3 s exceeded" in error.diagnosis
+
+
+def test_host_whose_script_is_missing(ws):
+    plan = ws.plan('dist.init_process_group("gloo")\ndist.barrier()\n', strategy="torch_distributed", pph=1)
+    # Hand-edit the plan: algo-2 runs a script that its code folder does not have.
+    algo2 = plan.hosts[1]
+    broken = algo2.model_copy(update={"argv": [("missing.py" if a == "train.py" else a) for a in algo2.argv]})
+    plan = plan.model_copy(update={"hosts": [plan.hosts[0], broken]})
+    record, error = ws.run(plan)
+    assert record["status"] == "Failed" and error is not None
+    assert "host algo-2" in error.diagnosis
+    assert "missing.py" in error.diagnosis
+
+
+@pytest.mark.parametrize("strategy", ["single", "torch_distributed", pytest.param("mpi", marks=pytest.mark.mpi)])
+def test_shell_metacharacters_in_hyperparameters_are_just_text(ws, strategy):
+    canaries = [ws.root / f"canary{i}" for i in range(3)]
+    for c in canaries:
+        c.mkdir()
+    # If any of these reached a shell, a canary folder would vanish.
+    values = {"a": f"$(rm -rf {canaries[0]})", "b": f"`rm -rf {canaries[1]}`", "c": f"x; rm -rf {canaries[2]}",
+              "d": "quote ' \" and\nnewline"}
+    script = 'with open(os.path.join(os.environ["SM_MODEL_DIR"], "argv.json"), "w") as f:\n    json.dump(sys.argv[1:], f)\n'
+    # 2 hosts x 1: under mpirun the algo-2 rank goes through our rsh agent too
+    plan = ws.plan(script, strategy=strategy, hosts=2, pph=1, hyperparameters=values)
+    record, error = ws.run(plan)
+    assert error is None, error
+    assert all(c.is_dir() for c in canaries)
+    import tarfile
+
+    with tarfile.open(ws.jobs / plan.job_name / "output" / "model.tar.gz") as tar:
+        argv = json.load(tar.extractfile("argv.json"))
+    assert argv == [t for k in sorted(values) for t in (f"-{k}", values[k])]
+
+
+def test_ctrl_c_stops_everything(ws):
+    plan = ws.plan(ALL_UP_THEN.replace("{fault}", "time.sleep(3600)"), strategy="torch_distributed", pph=2, hosts=1)
+    plan_file = ws.root / "plan.json"
+    plan_file.write_text(plan.to_json(reveal_secrets=True))
+    driver = (
+        "import sys\nfrom smdist_launcher.plan.model import LaunchPlan\nfrom smdist_launcher.backends.local import run_job\n"
+        "from smdist_launcher.errors import JobFailedError\n"
+        f"plan = LaunchPlan.from_json(open({str(plan_file)!r}).read())\n"
+        f"try:\n    run_job(plan, jobs_root={str(ws.jobs)!r}, logs=False)\n"
+        "except JobFailedError as e:\n    print('STATUS', e.status)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, text=True, cwd=ws.outside)
+    log = ws.jobs / plan.job_name / "logs" / "algo-1.log"
+    while not (log.is_file() and "ready 1" in log.read_text() and "ready 0" in log.read_text()):
+        assert proc.poll() is None, "the driver ended before the ranks were up"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert "STATUS Stopped" in out
+    record = json.loads((ws.jobs / plan.job_name / "job.json").read_text())
+    assert record["status"] == "Stopped"
+    from smdist_launcher.backends.local.process_sweep import job_processes
+
+    assert job_processes(record["job_id"]) == []
+    assert os.environ.get("SMDIST_JOB_ID") != record["job_id"]
+
+
+def test_a_killed_launcher_leaves_no_job_behind(ws):
+    from smdist_launcher.backends.local.process_sweep import job_processes
+
+    plan = ws.plan('print("up", flush=True)\ntime.sleep(3600)\n', strategy="single", hosts=2)
+    plan_file = ws.root / "plan.json"
+    plan_file.write_text(plan.to_json(reveal_secrets=True))
+    driver = ("from smdist_launcher.plan.model import LaunchPlan\nfrom smdist_launcher.backends.local import run_job\n"
+              f"run_job(LaunchPlan.from_json(open({str(plan_file)!r}).read()), jobs_root={str(ws.jobs)!r}, logs=False)\n")
+    proc = subprocess.Popen([sys.executable, "-c", driver], cwd=ws.outside)
+    logs = [ws.jobs / plan.job_name / "logs" / f"algo-{i}.log" for i in (1, 2)]
+    while not all(log.is_file() and "up" in log.read_text() for log in logs):
+        assert proc.poll() is None, "the driver ended before the hosts were up"
+        time.sleep(0.1)
+    record = json.loads((ws.jobs / plan.job_name / "job.json").read_text())
+    job_id = record["job_id"]
+    proc.kill()  # SIGKILL: the launcher gets no chance to clean up (its empty temp folder stays: remove it below)
+    proc.wait()
+    for _ in range(600):  # the hosts' runtimes stop themselves on their parent's death
+        if not job_processes(job_id):
+            break
+        time.sleep(0.1)
+    assert job_processes(job_id) == []
+    shutil.rmtree(record["local"]["tmpdir"])
