@@ -4,5 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-.venv/bin/python examples/mnist/make_data.py
-exec .venv/bin/smdist run examples/mnist/job.yaml "$@"
+.venv/bin/python examples/mnist/make_data.py data/mnist
+# "$@" passes overrides through, e.g. --instance-count 3; other launchers: examples/mnist/job_{pytorchddp,mpi}.yaml
+exec .venv/bin/smdist run "${SMDIST_DEMO_JOB:-examples/mnist/job_torch_distributed.yaml}" "$@"

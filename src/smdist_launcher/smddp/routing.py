@@ -1,6 +1,6 @@
 """Size routing: which path runs a CUDA collective of a given size on a given group size.
 
-The table was chosen by measurement on 4x H200 (docs/benchmarks_smddp.md, `benchmarks/collectives.py`
+The table was chosen by measurement on 4x H200 (docs/benchmarks.md, `benchmarks/collectives.py`
 and its ``--probe`` mode): a fast path is listed only for the sizes where it was at least as fast
 as NCCL in those runs; every other size goes to NCCL, so routing never makes smddp meaningfully
 slower than NCCL. Group sizes not listed (3, 5-8, multi-node) always use NCCL.
