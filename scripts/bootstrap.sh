@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v mpirun >/dev/null 2>&1 || [ ! -e /usr/include/x86_64-linux-gnu/openmpi ] && [ ! -e /usr/lib/x86_64-linux-gnu/openmpi/include ]; then
+# mpicc comes with libopenmpi-dev, which mpi4py needs to build
+if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpicc >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   echo "[bootstrap] installing OpenMPI (apt-get install -y openmpi-bin libopenmpi-dev)"
   $SUDO apt-get update -qq
