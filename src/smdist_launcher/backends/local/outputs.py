@@ -13,8 +13,8 @@ from pathlib import Path
 
 from ...contract import MLPaths
 from ...plan.model import LaunchPlan
-from . import s3 as s3io
-from .locations import Location, parse_location
+from ..storage import s3 as s3io
+from ..storage.locations import Location, parse_location
 
 CONTAINER_ROOT = "/opt/ml"
 

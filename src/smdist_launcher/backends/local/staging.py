@@ -14,8 +14,8 @@ from pathlib import Path
 
 from ...contract import MLPaths
 from ...plan.model import Channel, LaunchPlan
-from . import s3 as s3io
-from .locations import Location, parse_location
+from ..storage import s3 as s3io
+from ..storage.locations import Location, parse_location
 
 _CODE_IGNORE = ("__pycache__", "*.pyc", ".git", ".hg", ".svn", ".smdist", ".venv", ".mypy_cache", ".pytest_cache")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ...errors import ValidationError
 from ...spec.error_items import item
-from ..local.s3 import ENDPOINT_ENVS
+from ..storage.s3 import ENDPOINT_ENVS
 
 
 def _boto3() -> Any:

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..local.locations import parse_location
-from ..local.s3 import upload_file
+from ..storage.locations import parse_location
+from ..storage.s3 import upload_file
 from .request import PLAN_IN_ARCHIVE
 
 IGNORED_NAMES = frozenset({".git", "__pycache__", ".ipynb_checkpoints"})

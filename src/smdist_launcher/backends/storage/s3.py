@@ -1,4 +1,4 @@
-"""boto3 calls of local mode (channel downloads, output and checkpoint uploads).
+"""boto3 S3 calls of the backends (channel downloads, output, checkpoint and code uploads).
 
 The endpoint comes from $SMDIST_S3_ENDPOINT_URL, $AWS_ENDPOINT_URL_S3 or $AWS_ENDPOINT_URL,
 so tests (and MinIO/moto users) can point at a server on 127.0.0.1."""
