@@ -17,11 +17,11 @@ if [ ! -x .venv/bin/python ]; then
   echo "[bootstrap] creating .venv"
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import smdist_launcher, torch, mpi4py, moto, pytest" >/dev/null 2>&1; then
+if ! .venv/bin/python -c "import smdist_launcher, torch, numpy, mpi4py, moto, pytest" >/dev/null 2>&1; then
   echo "[bootstrap] installing the package with its runtime and test extras"
   .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
   # torch first and pinned: the CPU wheel on disk; a range would pull a CUDA build.
   .venv/bin/python -m pip install -q torch==2.13.0 2>&1 | grep -v '^WARNING: Location' || true
   .venv/bin/python -m pip install -q -e '.[torch,aws,test]' 2>&1 | grep -v '^WARNING: Location' || true
 fi
-.venv/bin/python -c "import smdist_launcher, torch, mpi4py, moto, pytest" || { echo "[bootstrap] install failed" >&2; exit 1; }
+.venv/bin/python -c "import smdist_launcher, torch, numpy, mpi4py, moto, pytest" || { echo "[bootstrap] install failed" >&2; exit 1; }
