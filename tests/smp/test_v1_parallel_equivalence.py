@@ -38,3 +38,8 @@ def test_group_sizes_for_spread_placement(results: dict[str, dict]) -> None:
     row = results["groups"]
     assert row["sizes"] == {"WORLD": 4, "MP_GROUP": 4, "DP_GROUP": 2, "TP_GROUP": 2, "PP_GROUP": 2, "RDP_GROUP": 1}
     assert row["ranks"] == [2, 2, 2, 1, 4] and row["mp_members"] == [0, 1, 2, 3]
+
+
+def test_no_gloo_worker_thread_outlives_exit_teardown(results: dict[str, dict]) -> None:
+    # One still alive while Python finalizes can abort the rank at exit (see smp/teardown.py).
+    assert results["exit_threads"]["gloo_workers"] == 0

@@ -32,3 +32,8 @@ def test_checkpoint_loads_across_layouts(results: dict[str, dict]) -> None:
     assert results["ckpt_tp2_to_hsdp"]["max_abs_diff"] == 0.0
     assert results["ckpt_tp2_to_hsdp"]["step"] == 3
     assert results["ckpt_tp2_to_single"]["max_abs_diff"] == 0.0
+
+
+def test_no_gloo_worker_thread_outlives_exit_teardown(results: dict[str, dict]) -> None:
+    # One still alive while Python finalizes can abort the rank at exit (see smp/teardown.py).
+    assert results["exit_threads"]["gloo_workers"] == 0

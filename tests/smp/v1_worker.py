@@ -16,6 +16,8 @@ from torch import nn
 
 import smdist_launcher.smp.v1 as smp
 
+from exit_threads import report_at_exit  # the worker's own folder (tests/smp) is sys.path[0]
+
 GLOBAL_BATCH, STEPS, LR = 16, 3, 0.2
 
 
@@ -146,4 +148,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    report_at_exit()
     main()

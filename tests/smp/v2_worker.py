@@ -17,6 +17,8 @@ from smdist_launcher.smp import checkpoint as smp_ckpt
 from smdist_launcher.smp.reference_models import GPT, GPTConfig, lm_loss
 from smdist_launcher.smp.state import reset_state
 
+from exit_threads import report_at_exit  # the worker's own folder (tests/smp) is sys.path[0]
+
 CFG = GPTConfig(dim=32, n_layers=3, n_heads=4, vocab_size=64)
 BATCH, SEQ, STEPS, LR = 8, 8, 3, 0.5
 
@@ -131,4 +133,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    report_at_exit()
     main()

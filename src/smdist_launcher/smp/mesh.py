@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
+from . import teardown
 from .config import SMPConfig
 
 
@@ -31,8 +32,10 @@ def layout_for(cfg: SMPConfig, world_size: int) -> MeshLayout:
 
 
 def build_mesh(layout: MeshLayout, device_type: str) -> DeviceMesh:
-    return init_device_mesh(device_type, (layout.replicate, layout.shard, layout.tp),
+    mesh = init_device_mesh(device_type, (layout.replicate, layout.shard, layout.tp),
                             mesh_dim_names=("replicate", "shard", "tp"))
+    teardown.track_mesh(mesh)
+    return mesh
 
 
 def data_parallel_mesh(mesh: DeviceMesh, layout: MeshLayout) -> DeviceMesh:

@@ -10,7 +10,7 @@ from torch import nn
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor.parallel import parallelize_module
 
-from . import process_group
+from . import process_group, teardown
 from .activation_checkpoint import block_names
 from .config import check_against_world, load_config, raw_parameters
 from .mesh import build_mesh, layout_for
@@ -36,6 +36,7 @@ def init(config: str | Mapping[str, Any] | None = None) -> SMPState:
     state.device_mesh = build_mesh(layout, process_group.device_type())
     state.world_process_group = dist.group.WORLD
     state.initialized = True
+    teardown.release_at_exit(state, _forget_world_group)
     if cfg.random_seed is not None:
         # Same seed everywhere: replicas must start identical (FSDP2 does not broadcast).
         torch.manual_seed(cfg.random_seed)
@@ -44,6 +45,10 @@ def init(config: str | Mapping[str, Any] | None = None) -> SMPState:
             log.warning("smp: %s=%d is accepted but not implemented by this runtime; it runs as 1",
                         key, getattr(cfg, key))
     return state
+
+
+def _forget_world_group(st: SMPState) -> None:
+    st.world_process_group = None
 
 
 def is_initialized() -> bool:

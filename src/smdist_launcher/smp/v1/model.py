@@ -8,6 +8,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 
+from .. import teardown
 from ..process_group import current_device
 from .pipeline import PipelineRuntime, build_pipeline
 from .state import state
@@ -126,6 +127,8 @@ class DistributedModel(nn.Module):
 
         if self._pipeline is None:
             self._pipeline = self._build_pipeline(inputs[0], loss_fn)
+            # Its stages hold the pp process group, which must go before the interpreter finalizes.
+            teardown.release_at_exit(self, _drop_pipeline)
         self._pipeline.schedule._loss_fn = loss_fn  # the step body (and its closure) changes per call
         full = tuple(torch.cat([mb[j] for mb in inputs]).to(self.device) for j in range(len(inputs[0])))
         mb_ids = torch.arange(len(mbs), device=self.device).reshape(len(mbs), 1)
@@ -169,6 +172,10 @@ class DistributedModel(nn.Module):
             return
         for m in self._pipeline.modules:
             yield from m.parameters(recurse)
+
+
+def _drop_pipeline(model: DistributedModel) -> None:
+    model._pipeline = None
 
 
 def _to_cpu(value: Any) -> Any:

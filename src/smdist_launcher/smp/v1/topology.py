@@ -12,6 +12,7 @@ from typing import Any
 
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
+from .. import teardown
 from .config import V1Config
 
 
@@ -71,4 +72,5 @@ def build_topology(cfg: V1Config, rank: int, world: int, device_type: str) -> To
     else:
         mesh = init_device_mesh(device_type, (tp, pp, rdp), mesh_dim_names=("tp", "pp", "rdp"))
         dp_dims = ("tp", "rdp")
+    teardown.track_mesh(mesh)
     return Topology(rank=rank, size=world, pp=pp, tp=tp, rdp=rdp, mesh=mesh, dp_dims=dp_dims)
