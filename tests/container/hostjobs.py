@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,27 @@ class Job:
 
     def failure(self, host: str) -> dict[str, Any]:
         return json.loads((self.roots[host] / "output" / "failure.json").read_text())
+
+
+def wait_for_files(job: Job, files: list[Path], timeout: float = 60) -> None:
+    """Until every file exists (processes of the job report readiness this way); fails if a runtime ends first."""
+    deadline = time.monotonic() + timeout
+    while not all(f.exists() for f in files):
+        if time.monotonic() > deadline or any(p.poll() is not None for p in job.procs.values()):
+            job.kill()
+            raise AssertionError(f"not ready: {[(h, p.communicate()[0]) for h, p in job.procs.items()]}")
+        time.sleep(0.1)
+
+
+def sigterm_runtimes_and_check(job: Job, min_processes: int) -> None:
+    """SIGTERM every host's runtime (as a backend stops a job): each fails with SIGTERM and nothing survives."""
+    assert len(job_processes(job.job_id)) >= min_processes
+    for p in job.procs.values():
+        os.kill(p.pid, signal.SIGTERM)
+    outputs = job.wait(timeout=60)
+    assert all(code == 1 for code, _ in outputs.values()), outputs
+    assert all(job.failure(h)["signal"] == "SIGTERM" for h in job.names)
+    assert job_processes(job.job_id) == []
 
 
 def job_processes(job_id: str) -> list[int]:

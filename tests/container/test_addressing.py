@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from smdist_launcher.container.addressing import map_argv, map_env, map_token, parse_host_map, reverse_host_map
@@ -35,3 +37,16 @@ def test_parse_host_map_errors():
         parse_host_map("algo-1=1")
     with pytest.raises(ValueError, match="must map host names to address strings"):
         parse_host_map('{"algo-1": 2}')
+
+
+def test_map_tf_config_maps_cluster_addresses_only():
+    from smdist_launcher.container.addressing import map_env_value, map_tf_config
+
+    text = json.dumps({"cluster": {"master": ["algo-1:2222"], "ps": ["algo-1:2223", "algo-2:2223"]},
+                       "task": {"type": "ps", "index": 1}, "environment": "cloud"})
+    mapped = json.loads(map_tf_config(text, HM))
+    assert mapped["cluster"] == {"master": ["127.0.0.2:2222"], "ps": ["127.0.0.2:2223", "127.0.0.3:2223"]}
+    assert mapped["task"] == {"type": "ps", "index": 1}
+    assert map_tf_config(text, {}) == text and map_tf_config("not json", HM) == "not json"
+    assert json.loads(map_env_value("SMDIST_PS_TF_CONFIG", text, HM)) == mapped
+    assert map_env_value("MASTER_ADDR", "algo-2", HM) == "127.0.0.3"

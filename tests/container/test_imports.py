@@ -3,7 +3,8 @@ import subprocess
 import sys
 
 MODULES = ["smdist_launcher.contract", "smdist_launcher.container.runtime", "smdist_launcher.container.__main__",
-           "smdist_launcher.container.rsh_agent", "smdist_launcher.compat.aliases"]
+           "smdist_launcher.container.rsh_agent", "smdist_launcher.container.parameter_server",
+           "smdist_launcher.container.ps_sidecar", "smdist_launcher.compat.aliases"]
 
 
 def test_runtime_imports_without_sdk_dependencies():

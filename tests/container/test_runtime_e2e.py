@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from .hostjobs import free_port, job_processes, make_plan, mpirun_available
+from .hostjobs import (free_port, job_processes, make_plan, mpirun_available, sigterm_runtimes_and_check,
+                       wait_for_files)
 
 pytestmark = pytest.mark.slow
 needs_mpi = pytest.mark.skipif(not mpirun_available(), reason="needs OpenMPI's mpirun")
@@ -127,12 +128,7 @@ def test_mpirun_failing_rank_is_named_and_worker_fails_too(make_job):
 
 def _wait_ready(job, n, timeout=60):
     files = [job.roots[h] / "output" / "data" / f"ready{r}" for i, h in enumerate(job.names) for r in (2 * i, 2 * i + 1)]
-    deadline = time.monotonic() + timeout
-    while not all(f.exists() for f in files[:n]):
-        if time.monotonic() > deadline or any(p.poll() is not None for p in job.procs.values()):
-            job.kill()
-            raise AssertionError(f"ranks did not start: {[(h, p.communicate()[0]) for h, p in job.procs.items()]}")
-        time.sleep(0.1)
+    wait_for_files(job, files[:n], timeout)
 
 
 @pytest.mark.parametrize("kind", ["torchrun", pytest.param("mpirun", marks=needs_mpi)])
@@ -140,13 +136,7 @@ def test_sigterm_leaves_no_process_behind(make_job, kind):
     job = make_job(make_plan(kind), SLEEP)
     job.start()
     _wait_ready(job, 4)
-    assert len(job_processes(job.job_id)) >= 6
-    for p in job.procs.values():
-        os.kill(p.pid, signal.SIGTERM)
-    outputs = job.wait(timeout=60)
-    assert all(code == 1 for code, _ in outputs.values()), outputs
-    assert job.failure("algo-1")["signal"] == "SIGTERM"
-    assert job_processes(job.job_id) == []
+    sigterm_runtimes_and_check(job, 6)
 
 
 def test_single_process_python_and_missing_script(make_job):

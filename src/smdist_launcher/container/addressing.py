@@ -6,6 +6,9 @@ import re
 from typing import Iterable
 
 HOST_MAP_ENV = "SMDIST_HOST_MAP"
+# The worker's TF_CONFIG and the parameter server's (plan/tf_config.py; the planner's PS_SERVER_TF_CONFIG_ENV).
+PS_TF_CONFIG_ENV = "SMDIST_PS_TF_CONFIG"
+TF_CONFIG_KEYS = ("TF_CONFIG", PS_TF_CONFIG_ENV)
 # algo-1, algo-1:8; a token may be a comma list of these, or KEY=<that>.
 _ITEM = re.compile(r"^(?P<host>[^:,=\s]+)(?P<slots>:\d+)?$")
 
@@ -46,6 +49,27 @@ def map_token(token: str, host_map: dict[str, str]) -> str:
         if mapped is not None:
             return f"{key}={mapped}"
     return token
+
+
+def map_tf_config(text: str, host_map: dict[str, str]) -> str:
+    """TF_CONFIG's cluster addresses (`algo-1:2223`) -> `127.0.0.2:2223`; text that is not a TF_CONFIG is kept."""
+    if not host_map:
+        return text
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    cluster = data.get("cluster") if isinstance(data, dict) else None
+    if not isinstance(cluster, dict):
+        return text
+    data["cluster"] = {job: [map_token(a, host_map) if isinstance(a, str) else a for a in addrs]
+                       if isinstance(addrs, list) else addrs for job, addrs in cluster.items()}
+    return json.dumps(data)
+
+
+def map_env_value(key: str, value: str, host_map: dict[str, str]) -> str:
+    """One env value: TF_CONFIG-shaped keys are JSON (names inside the cluster), the rest are tokens."""
+    return map_tf_config(value, host_map) if key in TF_CONFIG_KEYS else map_token(value, host_map)
 
 
 def map_argv(argv: Iterable[str], host_map: dict[str, str]) -> list[str]:

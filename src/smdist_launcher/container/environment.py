@@ -11,7 +11,7 @@ from ..compat import SITE_DIR
 from ..contract import (MLPaths, build_training_env, read_hyperparameters_raw, read_input_data_config,
                         read_resource_config)
 from ..contract.secrets import REDACTED
-from .addressing import map_token
+from .addressing import map_env_value
 from .log_lines import TORCHRUN_PREFIX_TEMPLATE
 
 
@@ -57,7 +57,7 @@ def process_env(paths: MLPaths, plan: dict[str, Any], host_plan: dict[str, Any],
     master = plan.get("master") or {}
     controlled = {"MASTER_ADDR": str(master.get("host", "")), "MASTER_PORT": str(master.get("port", "")),
                   **plan_env(plan, host_plan, environ)}
-    env = {**environ, **sm, **{k: map_token(v, host_map) for k, v in controlled.items()}}
+    env = {**environ, **sm, **{k: map_env_value(k, v, host_map) for k, v in controlled.items()}}
     iface = plan.get("network_interface") or resource_config.get("network_interface_name") or "eth0"
     env.setdefault("NCCL_SOCKET_IFNAME", iface)
     if host_map:

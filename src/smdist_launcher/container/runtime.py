@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -21,6 +22,7 @@ from .fallback_plan import plan_from_contract
 from .failure import FailureTracker, signal_name, write_failure, write_success
 from .log_lines import FixedRankLines, LineSplitter, MpiTagLines, TorchrunLines
 from .process_tree import become_subreaper, is_alive, terminate_descendants
+from .ps_sidecar import ParameterServerSidecar, stop_process
 from .rsh_agent import DEFAULT_WAIT_S, LOCAL_HOSTS_ENV, WAIT_ENV
 from .rsh_server import RshServer
 from .submit_directory import install_requirements, prepare_code
@@ -72,6 +74,11 @@ class HostRuntime:
         self.tracker = FailureTracker(self.host, list(self.host_plan.get("ranks") or []), rank_hosts)
         self.command: list[str] = []
         self.server: RshServer | None = None
+        self.ps: ParameterServerSidecar | None = None
+        self._worker: subprocess.Popen[bytes] | None = None
+        self._worker_lock = threading.Lock()
+        self._failure_written = False
+        self._abort_worker = False  # the parameter server died: the worker must not (keep) run(ning)
 
     # ---- steps ----------------------------------------------------------
     def _prepare(self) -> dict[str, str]:
@@ -112,8 +119,12 @@ class HostRuntime:
     def _run_launcher(self, argv: list[str], env: dict[str, str], splitter: LineSplitter) -> int:
         self.command = argv
         self.console.say(f"running: {' '.join(argv)}")
-        proc = subprocess.Popen(argv, env=env, cwd=str(self.paths.code_dir), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        with self._worker_lock:
+            proc = subprocess.Popen(argv, env=env, cwd=str(self.paths.code_dir), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            self._worker = proc
+            if self._abort_worker:
+                proc.terminate()
         assert proc.stdout is not None
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         fd = proc.stdout.fileno()
@@ -129,6 +140,27 @@ class HostRuntime:
             if not chunk:
                 break
         return proc.wait()
+
+    def _stop_worker(self) -> None:
+        """Called from the parameter server's output thread when it died first."""
+        with self._worker_lock:
+            self._abort_worker = True
+            worker = self._worker
+        if worker is not None:
+            stop_process(worker, STOP_GRACE_S)
+
+    def _run_ps_host(self, argv: list[str], env: dict[str, str], splitter: LineSplitter) -> int:
+        """The TF toolkit's ps host: the parameter server in the background, then the worker, whose exit decides."""
+        self.ps = ParameterServerSidecar(env, str(self.paths.code_dir), self.console.say, self._stop_worker)
+        code = self._run_launcher(argv, env, splitter)
+        self.ps.stop(STOP_GRACE_S)
+        if self.ps.exit_code is not None:
+            d = self.ps.diagnosis(self.host)
+            write_failure(self.paths.output_dir, d)
+            self.console.say(f"failed: {d['traceback'][-1]}; see {self.paths.failure_file}")
+            self._failure_written = True
+            return 1
+        return code
 
     def _master_done(self) -> str | None:
         """Local mode: has the MPI master finished or vanished? (a real cluster has no shared disk: time-out only)"""
@@ -203,10 +235,12 @@ class HostRuntime:
                     default_rank = None
                 else:
                     argv, splitter = self._argv()
-                    code = self._run_launcher(argv, env, splitter)
+                    run = self._run_ps_host if role == "ps" else self._run_launcher
+                    code = run(argv, env, splitter)
                     # Without rank evidence a launcher failure (torchrun, mpirun, orted) is not pinned on a rank.
                     default_rank = splitter.rank if isinstance(splitter, FixedRankLines) else None
-                self._finish(code, default_rank)
+                if not self._failure_written:
+                    self._finish(code, default_rank)
             except Stopped as stop:
                 self.console.say(f"received {stop}: stopping every process of this host")
                 self._cleanup()
@@ -246,6 +280,8 @@ class HostRuntime:
     def _cleanup(self) -> None:
         if self.server is not None:
             self.server.close()
+        if self.ps is not None:
+            self.ps.expect_exit()  # the sweep below stops it together with the worker
         left = terminate_descendants(STOP_GRACE_S)
         if left:
             self.console.say(f"killed {len(left)} process(es) that ignored SIGTERM")
