@@ -31,3 +31,11 @@ def test_key_sets_partition_the_fields() -> None:
     assert not (V1_KEYS & V2_KEYS)
     assert {"partitions", "pipeline_parallel_degree", "microbatches", "ddp"} <= V1_KEYS
     assert {"hybrid_shard_degree", "context_parallel_degree", "expert_parallel_degree", "random_seed"} <= V2_KEYS
+
+
+def test_the_model_declares_exactly_the_contract_keys() -> None:
+    # The runtimes parse mp_parameters from the contract's key list; the SDK's model must type every key of it.
+    from smdist_launcher.contract.smp_parameters import ALL_KEYS
+    from smdist_launcher.spec.smp_parameters import SMPParameters
+
+    assert set(SMPParameters.model_fields) == set(ALL_KEYS)

@@ -11,17 +11,13 @@ import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
+from ..contract.smp_parameters import V1_KEYS
 from ..errors import ErrorItem, ValidationError
 
 KEY_PATH = "distribution.smdistributed.modelparallel.parameters"
 
 # v1-only keys that a v1 script may share with a v2 one through mp_parameters; v2 ignores them.
-_V1_KEYS = frozenset({
-    "pipeline_parallel_degree", "partitions", "microbatches", "pipeline", "optimize", "placement_strategy",
-    "auto_partition", "default_partition", "ddp", "active_microbatches", "offload_activations",
-    "sharded_data_parallel_degree", "sdp_hierarchical_allgather", "fp16", "bf16", "shard_optimizer_state",
-    "prescaled_batch", "ddp_port", "ddp_dist_backend", "delayed_parameter_initialization", "horovod",
-})
+_V1_KEYS = V1_KEYS
 
 
 @dataclass(frozen=True)

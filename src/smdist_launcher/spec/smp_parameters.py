@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from ..contract.smp_parameters import ALL_KEYS, SHARED_KEYS, V1_KEYS, V2_KEYS
 from .strict_model import SpecModel
 
 PLACEMENT_WORDS = ("spread", "cluster")
@@ -81,9 +82,5 @@ class SMPParameters(SpecModel):
         return value
 
 
-SHARED_KEYS = frozenset({"tensor_parallel_degree", "activation_loading_horizon"})
-V2_KEYS = frozenset({
-    "hybrid_shard_degree", "context_parallel_degree", "expert_parallel_degree", "sm_activation_offloading",
-    "fsdp_cache_flush_warnings", "allow_empty_shards", "random_seed",
-})
-V1_KEYS = frozenset(SMPParameters.model_fields) - SHARED_KEYS - V2_KEYS
+# The key sets live in the contract (the runtime reads the same list); tests check the model covers exactly them.
+__all__ = ["ALL_KEYS", "PLACEMENT_WORDS", "SHARED_KEYS", "SMPParameters", "V1_KEYS", "V2_KEYS"]

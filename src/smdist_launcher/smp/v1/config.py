@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ...contract.smp_parameters import ALL_KEYS
 from ...errors import ErrorItem, ValidationError
 from ..config import KEY_PATH
 
@@ -35,14 +36,9 @@ _INTS = ("pipeline_parallel_degree", "tensor_parallel_degree", "microbatches", "
          "activation_loading_horizon", "sharded_data_parallel_degree", "active_microbatches")
 _BOOLS = ("ddp", "auto_partition", "offload_activations", "fp16", "bf16")
 _CHOICES = {"pipeline": PIPELINES, "placement_strategy": PLACEMENTS, "optimize": OPTIMIZE}
-# Accepted for compatibility, no effect here.
-_IGNORED = frozenset({"prescaled_batch", "shard_optimizer_state", "sdp_hierarchical_allgather", "ddp_port",
-                      "ddp_dist_backend", "horovod", "memory_weight", "contiguous", "load_partition",
-                      "skip_tracing", "delayed_parameter_initialization", "fast_mode", "predefined_hooks",
-                      "tensor_parallel_seed", "sdp_max_live_parameters", "sdp_param_persistence_threshold",
-                      "sdp_reduce_bucket_size", "sdp_gradient_clipping", "checkpoint_attentions",
-                      "hybrid_shard_degree", "sm_activation_offloading", "fsdp_cache_flush_warnings",
-                      "allow_empty_shards", "random_seed", "context_parallel_degree", "expert_parallel_degree"})
+_HANDLED = frozenset(V1Config.__dataclass_fields__) | {"partitions"}
+# Every other SMP key (the contract's list) is accepted for compatibility and has no effect here.
+_IGNORED = ALL_KEYS - _HANDLED
 
 
 def parse_v1(raw: Mapping[str, Any], where: str = KEY_PATH) -> V1Config:
