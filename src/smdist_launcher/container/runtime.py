@@ -52,9 +52,9 @@ class HostRuntime:
         plan_file = plan_path or self.environ.get("SMDIST_PLAN") or self.paths.plan_file
         if not Path(plan_file).exists():
             # On SageMaker the plan ships inside the code archive (.smdist/launchplan.json): unpack it first.
-            submit = read_hyperparameters_raw(self.paths.hyperparameters_file).get("sagemaker_submit_directory")
-            if submit:
-                prepare_code(str(decode_hyperparameters({"s": submit})["s"]), self.paths.code_dir)
+            hps = decode_hyperparameters(read_hyperparameters_raw(self.paths.hyperparameters_file))
+            if hps.get("sagemaker_submit_directory"):
+                prepare_code(str(hps["sagemaker_submit_directory"]), self.paths.code_dir)
         if plan_path or self.environ.get("SMDIST_PLAN") or Path(plan_file).exists():
             self.plan = load_plan(plan_file)
         else:  # a plain SageMaker job: run like the toolkit's Process runner
