@@ -71,7 +71,9 @@ def test_under_real_mpirun_each_rank_gets_its_env_and_argv_untouched(tmp_path: P
     probe.write_text(
         "import json, os, sys\n"
         "keys = ['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT']\n"
-        "print(json.dumps({'env': {k: os.environ.get(k) for k in keys}, 'argv': sys.argv[1:]}))\n"
+        # one file per rank: mpirun forwards the ranks' stdout without keeping their lines whole
+        "out = os.path.join(os.path.dirname(__file__), 'rank' + os.environ['RANK'] + '.json')\n"
+        "open(out, 'w').write(json.dumps({'env': {k: os.environ.get(k) for k in keys}, 'argv': sys.argv[1:]}))\n"
     )
     src = str(Path(__file__).resolve().parents[2] / "src")
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x", "PYTHONPATH", "-x", "MASTER_PORT",
@@ -79,7 +81,7 @@ def test_under_real_mpirun_each_rank_gets_its_env_and_argv_untouched(tmp_path: P
     env = dict(os.environ, PYTHONPATH=src, MASTER_PORT="29555", OMPI_MCA_rmaps_base_oversubscribe="1")
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
-    reports = sorted((json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")), key=lambda r: r["env"]["RANK"])
+    reports = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("rank*.json"))]
     assert [r["env"]["RANK"] for r in reports] == ["0", "1"]
     for r in reports:
         assert r["env"]["WORLD_SIZE"] == "2" and r["env"]["LOCAL_WORLD_SIZE"] == "2"
