@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -75,7 +76,11 @@ class Job:
         self.roots = {n: base / "hosts" / n / "opt" / "ml" for n in self.names}
         self.host_map = {n: f"127.0.{loopback_base}.{i + 2}" for i, n in enumerate(self.names)}
         self.procs: dict[str, subprocess.Popen[str]] = {}
+        # One TMPDIR per host, as the local backend gives them: two orteds on one machine racing to create the same
+        # OpenMPI session directory fail ("File exists"). Short paths: OpenMPI puts unix sockets there.
+        self.tmp = Path(tempfile.mkdtemp(prefix="smdist-t-"))
         for n in self.names:
+            (self.tmp / n).mkdir()
             paths = write_host_config(self.roots[n], plan, n)
             (paths.code_dir / plan["entry_point"]).write_text(script)
 
@@ -95,7 +100,8 @@ class Job:
         for n in self.names:
             self.procs[n] = subprocess.Popen(
                 [sys.executable, "-m", "smdist_launcher.container", "--root", str(self.roots[n]), "--no-install"],
-                env=self.env({**(extra_env or {}), **(host_env or {}).get(n, {})}), stdout=subprocess.PIPE,
+                env=self.env({"TMPDIR": str(self.tmp / n), **(extra_env or {}), **(host_env or {}).get(n, {})}),
+                stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
     def wait(self, timeout: float = 120) -> dict[str, tuple[int, str]]:
@@ -108,6 +114,7 @@ class Job:
                 text, _ = p.communicate()
                 raise AssertionError(f"runtime of {n} did not finish within {timeout} s:\n{text}")
             out[n] = (p.returncode, text)
+        shutil.rmtree(self.tmp, ignore_errors=True)
         return out
 
     def kill(self) -> None:
