@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
@@ -16,28 +16,25 @@ def partial_path(f: str | os.PathLike) -> str:
     return f"{os.fspath(f)}_{topo.pp_rank}_{topo.tp_rank}"
 
 
-def _gather_full(obj: Any) -> Any:
+def _to_cpu(obj: Any, dtensor: Callable[[DTensor], torch.Tensor]) -> Any:
+    """Every tensor in a (nested) state dict on the CPU; DTensors turned into plain tensors by ``dtensor``."""
     if isinstance(obj, DTensor):
-        return obj.full_tensor().cpu()
+        return dtensor(obj).cpu()
     if isinstance(obj, torch.Tensor):
         return obj.cpu()
     if isinstance(obj, dict):
-        return {k: _gather_full(v) for k, v in obj.items()}
+        return {k: _to_cpu(v, dtensor) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_gather_full(v) for v in obj)
+        return type(obj)(_to_cpu(v, dtensor) for v in obj)
     return obj
+
+
+def _gather_full(obj: Any) -> Any:
+    return _to_cpu(obj, DTensor.full_tensor)
 
 
 def _local(obj: Any) -> Any:
-    if isinstance(obj, DTensor):
-        return obj.to_local().cpu()
-    if isinstance(obj, torch.Tensor):
-        return obj.cpu()
-    if isinstance(obj, dict):
-        return {k: _local(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_local(v) for v in obj)
-    return obj
+    return _to_cpu(obj, DTensor.to_local)
 
 
 def save(obj: Any, f: str | os.PathLike, partial: bool = True, v3: bool = False, **kwargs: Any) -> None:
