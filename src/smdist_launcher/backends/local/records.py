@@ -37,6 +37,10 @@ class JobRecord:
     output_data: str | None = None
     launcher_pid: int = field(default_factory=os.getpid)
     plan: dict[str, Any] = field(default_factory=dict)
+    # Which backend ran the job ("local", "netns", "docker", "slurm", ...) and what that backend needs to find the
+    # job again (a Slurm job id, container names): status/stop/logs dispatch on these.
+    backend: str = "local"
+    backend_info: dict[str, Any] = field(default_factory=dict)
 
     def enter_phase(self, name: str, now: float | None = None) -> None:
         now = time.time() if now is None else now
