@@ -31,3 +31,22 @@ def test_describe_failure_uses_failure_json_then_falls_back_to_the_log(tmp_path)
                                     HostExit("algo-2", 2, 0.0))
     assert reason.startswith("host algo-2 failed first with exit code 2")
     assert "RuntimeError: runtime died" in text
+
+
+def test_a_host_killed_without_failure_json_beats_the_victims_we_stopped(tmp_path):
+    stopped = tmp_path / "algo-1.json"
+    stopped.write_text(json.dumps({"host": "algo-1", "rank": None, "exit_code": 143, "signal": "SIGTERM",
+                                   "time": 9e18, "traceback": ["x"], "likely_victim": True}))
+    log2 = tmp_path / "algo-2.log"
+    log2.write_text("[algo-2 r1] training step 7\n")
+    reason, text = describe_failure({"algo-1": stopped, "algo-2": tmp_path / "absent.json"},
+                                    {"algo-2": log2}, HostExit("algo-2", -9, 1.0))
+    assert reason.startswith("host algo-2 failed first with exit code -9 (SIGKILL)")
+    assert "training step 7" in text
+    # ...but a real failure that happened before the host died still wins.
+    real = tmp_path / "algo-3.json"
+    real.write_text(json.dumps({"host": "algo-3", "rank": 4, "exit_code": 1, "time": 5e8,
+                                "traceback": ["ValueError: first"], "likely_victim": False}))
+    reason, _ = describe_failure({"algo-3": real, "algo-2": tmp_path / "absent.json"}, {},
+                                 HostExit("algo-2", -9, 1.0))
+    assert reason.startswith("host algo-3, rank 4 failed first")

@@ -138,3 +138,34 @@ def test_a_killed_launcher_leaves_no_job_behind(ws):
         time.sleep(0.1)
     assert job_processes(job_id) == []
     shutil.rmtree(record["local"]["tmpdir"])
+
+
+def _wait_for_lines(paths, needles, alive=lambda: True):
+    """Until every log file holds its needle (the job's ranks are up)."""
+    for _ in range(1200):
+        if all(p.is_file() and n in p.read_text() for p, n in zip(paths, needles)):
+            return
+        assert alive(), "the job ended before its ranks were up"
+        time.sleep(0.1)
+    raise AssertionError(f"never saw {needles} in {paths}")
+
+
+def test_sigkill_of_a_host_runtime_names_that_host_not_its_victims(ws):
+    from smdist_launcher.backends.local import run_job
+    from smdist_launcher.errors import JobFailedError
+
+    plan = ws.plan(ALL_UP_THEN.replace("{fault}", "time.sleep(3600)"), strategy="torch_distributed", pph=1)
+    job = run_job(plan, jobs_root=ws.jobs, logs=False, wait=False)
+    logs = [ws.jobs / plan.job_name / "logs" / f"algo-{i}.log" for i in (1, 2)]
+    _wait_for_lines(logs, ["ready 0", "ready 1"])
+    os.kill(job.record.hosts["algo-2"]["pid"], signal.SIGKILL)
+    with pytest.raises(JobFailedError) as failed:
+        job.wait()
+    assert failed.value.status == "Failed"
+    assert job.record.failure_reason.startswith("host algo-2 failed first with exit code -9 (SIGKILL)"), \
+        job.record.failure_reason
+    assert "host algo-1" not in job.record.failure_reason
+    assert job.record.hosts["algo-2"]["exit_code"] == -9
+    from smdist_launcher.backends.local.process_sweep import job_processes
+
+    assert job_processes(job.record.job_id) == []

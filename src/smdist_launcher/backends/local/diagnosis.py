@@ -6,6 +6,7 @@ reset, ...) are victims; hosts we stopped ourselves report SIGTERM. Both rank af
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,39 @@ def read_failures(failure_files: dict[str, Path]) -> list[dict[str, Any]]:
 def first_failure(failures: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Earliest real cause: non-victims before victims, failures before our own SIGTERMs, then time."""
     def key(f: dict[str, Any]) -> tuple[bool, bool, float]:
-        stopped_by_us = f.get("signal") in ("SIGTERM", "SIGINT") and not f.get("traceback")
-        return (bool(f.get("likely_victim")), stopped_by_us, float(f.get("time") or float("inf")))
+        return (bool(f.get("likely_victim")), _stopped_by_us(f), float(f.get("time") or float("inf")))
 
     return min(failures, key=key) if failures else None
+
+
+def _is_secondary(failure: dict[str, Any]) -> bool:
+    """A victim of a peer, or a host we stopped ourselves: never the cause when a real one is known."""
+    return bool(failure.get("likely_victim")) or _stopped_by_us(failure)
+
+
+def _stopped_by_us(failure: dict[str, Any]) -> bool:
+    return failure.get("signal") in ("SIGTERM", "SIGINT") and not failure.get("traceback")
+
+
+def _died_without_a_word(first_exit: HostExit, failure_files: dict[str, Path],
+                         best: dict[str, Any] | None) -> bool:
+    path = failure_files.get(first_exit.host)
+    if path is not None and path.exists():
+        return False  # it explained itself: trust its failure.json
+    if best is None or _is_secondary(best):
+        return True
+    # A real failure elsewhere that happened before this host died still wins.
+    return float(best.get("time") or float("inf")) >= first_exit.wall_time * 1e9
+
+
+def _exit_words(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"{code} ({name}): its runtime was killed before it could write failure.json"
+    return f"{code} (no failure.json: the runtime itself failed)"
 
 
 def _who(host: str, rank: Any) -> str:
@@ -45,19 +75,22 @@ def _who(host: str, rank: Any) -> str:
 def describe_failure(failure_files: dict[str, Path], log_files: dict[str, Path],
                      first_exit: HostExit | None) -> tuple[str, str]:
     """(one-line failure reason, full diagnosis text)."""
-    first = first_failure(read_failures(failure_files))
-    if first is not None:
+    failures = read_failures(failure_files)
+    first = first_failure(failures)
+    if first_exit is not None and _died_without_a_word(first_exit, failure_files, first):
+        # A runtime killed outright (kill -9, the OOM killer) writes no failure.json; the hosts we stopped
+        # because of it do, as victims. The supervisor saw it exit first: it is the cause.
+        host = first_exit.host
+        reason = f"host {host} failed first with exit code {_exit_words(first_exit.code)}"
+        log = log_files.get(host)
+        lines = tail(log, TRACEBACK_LINES) if log else []
+    elif first is not None:
         host, rank = str(first.get("host")), first.get("rank")
         code = first.get("exit_code")
         sig = f" ({first['signal']})" if first.get("signal") else ""
         reason = f"{_who(host, rank)} failed first with exit code {code}{sig}"
         lines = list(first.get("traceback") or [])[-TRACEBACK_LINES:]
         log = log_files.get(host) or log_files.get(str(first.get("reported_by")))
-    elif first_exit is not None:
-        host = first_exit.host
-        reason = f"host {host} failed first with exit code {first_exit.code} (no failure.json: the runtime itself failed)"
-        log = log_files.get(host)
-        lines = tail(log, TRACEBACK_LINES) if log else []
     else:
         return "failed", "no host reported a failure"
     body = "\n".join("  " + line for line in lines) if lines else "  (no traceback captured)"
