@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -13,7 +14,7 @@ from .job_loading import EXIT_OK
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("jobs", help="list local jobs and their status",
                               description="List the local jobs recorded in the jobs folder.")
-    p.add_argument("--jobs-dir", help="jobs folder (default: $SMDIST_JOBS_DIR or ./.smdist/jobs)")
+    p.add_argument("--jobs-dir", help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
     p.add_argument("--json", action="store_true", help="print the records as JSON lines")
     return p
 
@@ -54,7 +55,7 @@ HEADER = ["NAME", "STATUS", "PHASE", "STRATEGY", "HOSTSxPROCS", "CREATED", "DURA
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends.local.jobdir import jobs_root
+    from ..backends.local.jobdir import JOBS_ROOT_RULE, jobs_root
     from ..backends.local.records import list_records
 
     root = jobs_root(args.jobs_dir)
@@ -64,19 +65,36 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(json.dumps({**r.__dict__, "status": status_of(r), "plan": None}) + "\n")
         return EXIT_OK
     if not records:
-        sys.stdout.write(f"no jobs in {root}\n")
+        sys.stdout.write(f"no jobs in {root}\n(the jobs folder is {JOBS_ROOT_RULE})\n")
         return EXIT_OK
-    table = rows(records)
-    if sys.stdout.isatty():
-        from rich.console import Console
-        from rich.table import Table
-
-        t = Table(*HEADER, title=str(root))
-        for row in table:
-            t.add_row(*row)
-        Console().print(t)
-        return EXIT_OK
-    widths = [max(len(c) for c in col) for col in zip(HEADER, *table)]
-    for row in [HEADER, *table]:
-        sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    for line in render(rows(records), width):
+        sys.stdout.write(line + "\n")
     return EXIT_OK
+
+
+# Dropped in this order when a terminal is too narrow; NAME, STATUS and RESULT always stay.
+_OPTIONAL = ("PHASE", "STRATEGY", "CREATED", "HOSTSxPROCS", "DURATION")
+
+
+def render(table: list[list[str]], width: int | None = None) -> list[str]:
+    """Aligned columns. The name is never cut (`smdist logs` needs it whole); in a terminal of ``width`` columns the
+    optional columns go first, then the last one (the result: a failure reason or the model's path) is shortened."""
+    keep = list(range(len(HEADER)))
+
+    def lines_of(cols: list[int]) -> tuple[list[str], list[int]]:
+        picked = [[row[i] for i in cols] for row in [HEADER, *table]]
+        widths = [max(len(c) for c in col) for col in zip(*picked)]
+        return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in picked], widths
+
+    lines, widths = lines_of(keep)
+    for name in _OPTIONAL:
+        if not width or max(len(line) for line in lines) <= width:
+            break
+        keep.remove(HEADER.index(name))
+        lines, widths = lines_of(keep)
+    if width:
+        lead = sum(widths[:-1]) + 2 * (len(widths) - 1)
+        if width - lead > 10:  # narrower than that, shortening does not help: let the terminal wrap
+            lines = [line if len(line) <= width else line[:width - 1] + "…" for line in lines]
+    return lines

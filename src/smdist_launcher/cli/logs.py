@@ -20,7 +20,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("job", nargs="?", help="job name or unique prefix (default: the latest job)")
     p.add_argument("--host", action="append", metavar="NAME", help="only this host (repeatable), e.g. algo-2")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until the job ends")
-    p.add_argument("--jobs-dir", help="jobs folder (default: $SMDIST_JOBS_DIR or ./.smdist/jobs)")
+    p.add_argument("--jobs-dir", help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
     return p
 
 
@@ -29,7 +29,9 @@ def find_job(root: Path, wanted: str | None):  # noqa: ANN201 - a JobRecord or a
 
     records = list_records(root)
     if not records:
-        return f"no jobs in {root}"
+        from ..backends.local.jobdir import JOBS_ROOT_RULE
+
+        return f"no jobs in {root} (the jobs folder is {JOBS_ROOT_RULE})"
     if wanted is None:
         return records[-1]
     exact = [r for r in records if r.job_name == wanted]
@@ -74,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     offsets = dict.fromkeys(files, 0)
     partial = dict.fromkeys(files, b"")
     while True:
-        ended = JobRecord.load(job_dir.record_file).status in FINAL_STATUSES  # read BEFORE the last pass
+        now = JobRecord.load(job_dir.record_file)  # read BEFORE the last pass
+        ended = now.status in FINAL_STATUSES or now.launcher_gone()
         got = False
         for h, path in files.items():
             try:
@@ -94,5 +97,8 @@ def run(args: argparse.Namespace) -> int:
             for rest in partial.values():
                 if rest:
                     _emit(rest + b"\n")
+            if now.launcher_gone():
+                problem(f"job {now.job_name}: its launcher (pid {now.launcher_pid}) is gone without a final "
+                        "status (Interrupted): no more output will come")
             return EXIT_OK
         time.sleep(POLL_S)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -20,6 +22,8 @@ COMMANDS: dict[str, str] = {
     "run": "smdist_launcher.cli.run",
     "jobs": "smdist_launcher.cli.jobs",
     "logs": "smdist_launcher.cli.logs",
+    "rm": "smdist_launcher.cli.rm",
+    "prune": "smdist_launcher.cli.prune",
 }
 _RUN_KEY = "_smdist_run"
 
@@ -63,9 +67,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help/--version exit 0, usage errors exit 2
         return exc.code if isinstance(exc.code, int) else 2
     try:
-        return int(getattr(args, _RUN_KEY)(args))
+        code = int(getattr(args, _RUN_KEY)(args))
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_went_away()
+
+
+def _reader_went_away() -> int:
+    """`smdist jobs | head`: the reader closed the pipe. End quietly, as a Unix tool killed by SIGPIPE would (exit
+    141); stdout goes to /dev/null first so that the interpreter's final flush cannot raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a file descriptor (captured): nothing left to flush
+        pass
+    return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -32,7 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="set a hyperparameter (the value is kept as a string); repeatable")
     p.add_argument("--max-run", type=int, metavar="SECONDS", help="override max_run")
     p.add_argument("--job-name", help="job name (default: <base_job_name>-<timestamp>)")
-    p.add_argument("--jobs-dir", help="where job folders go (default: $SMDIST_JOBS_DIR or ./.smdist/jobs)")
+    p.add_argument("--jobs-dir", help="where job folders go (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above, else ./.smdist/jobs)")
     p.add_argument("--quiet", "-q", action="store_true", help="do not stream the hosts' output (it is still saved)")
     return p
 

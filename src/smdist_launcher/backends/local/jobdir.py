@@ -23,9 +23,21 @@ _JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 
 
 def jobs_root(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """Where job folders live: the argument, else $SMDIST_JOBS_DIR, else ./.smdist/jobs."""
-    chosen = explicit or os.environ.get(JOBS_DIR_ENV) or DEFAULT_JOBS_DIR
-    return Path(chosen).expanduser().absolute()
+    """Where job folders live, for every command and fit(): the argument, else $SMDIST_JOBS_DIR, else the nearest
+    existing .smdist/jobs in the current folder or its parents (as git finds .git: `smdist jobs` works from any
+    subfolder of the project), else ./.smdist/jobs (created by the first run)."""
+    chosen = explicit or os.environ.get(JOBS_DIR_ENV)
+    if chosen:
+        return Path(chosen).expanduser().absolute()
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if (folder / DEFAULT_JOBS_DIR).is_dir():
+            return folder / DEFAULT_JOBS_DIR
+    return here / DEFAULT_JOBS_DIR
+
+
+JOBS_ROOT_RULE = ("$SMDIST_JOBS_DIR, else the nearest .smdist/jobs in the current folder or its parents, "
+                  "else ./.smdist/jobs; --jobs-dir overrides")
 
 
 def check_job_name(name: str) -> str:

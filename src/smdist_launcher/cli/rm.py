@@ -1,0 +1,64 @@
+"""``smdist rm JOB...``: remove local jobs' folders (logs, sandboxes, outputs). A running job is refused."""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from .console import problem
+from .job_loading import EXIT_DIFFERS, EXIT_INVALID, EXIT_OK
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("rm", help="remove local jobs", description=__doc__.splitlines()[0])
+    p.add_argument("jobs", nargs="+", metavar="JOB", help="job name or unique prefix (see `smdist jobs`)")
+    p.add_argument("--jobs-dir", help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
+    return p
+
+
+def refusal(record) -> str | None:  # noqa: ANN001 - a JobRecord (import kept lazy)
+    """Why this job must not be removed now, or None."""
+    from ..backends.local.records import IN_PROGRESS
+    from .jobs import status_of
+
+    if status_of(record) == IN_PROGRESS:
+        return (f"{record.job_name}: still running (launcher pid {record.launcher_pid}); stop it first "
+                f"(Ctrl-C where it runs, or kill {record.launcher_pid}), then remove it")
+    return None
+
+
+def remove(root: Path, record) -> None:  # noqa: ANN001 - a JobRecord
+    """Delete the job's folder. The path comes from the jobs root and the checked name, never from the record's
+    job_dir field, so that a tampered record cannot point the removal elsewhere."""
+    from ..backends.local.jobdir import check_job_name
+
+    shutil.rmtree(root / check_job_name(record.job_name))
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..backends.local.jobdir import jobs_root
+    from .logs import find_job
+
+    root = jobs_root(args.jobs_dir)
+    found, errors = [], []
+    for wanted in args.jobs:
+        record = find_job(root, wanted)
+        if isinstance(record, str):
+            errors.append(record)
+        elif record.job_name not in {r.job_name for r in found}:
+            found.append(record)
+    if errors:  # a typo removes nothing: all names are checked before anything is deleted
+        for line in errors:
+            problem(line)
+        return EXIT_INVALID
+    code = EXIT_OK
+    for record in found:
+        why = refusal(record)
+        if why:
+            problem(why)
+            code = EXIT_DIFFERS
+            continue
+        remove(root, record)
+        sys.stdout.write(f"removed {record.job_name}\n")
+    return code
