@@ -12,6 +12,7 @@ SITE_DIR = Path(__file__).resolve().parent / "site"
 ALIASES: dict[str, tuple[str, str]] = {
     "smdistributed.dataparallel.torch.torch_smddp": ("smdist_launcher.smddp", "smddp (issue 4)"),
     "smdistributed.dataparallel.torch.distributed": ("smdist_launcher.smddp.distributed", "smddp (issue 4)"),
+    "smdistributed.dataparallel.torch.parallel": ("smdist_launcher.smddp.parallel", "smddp legacy API (issue 8)"),
     "smdistributed.modelparallel.torch": ("smdist_launcher.smp.v1", "smp v1 (issue 5)"),
     "torch.sagemaker": ("smdist_launcher.smp", "smp v2 (issue 5)"),
 }
