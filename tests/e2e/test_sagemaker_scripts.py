@@ -155,3 +155,27 @@ def test_sagemaker_script(folder: Path, tmp_path: Path, monkeypatch: pytest.Monk
     assert _opt_ml_state() == opt_ml_before, "the job wrote into this machine's real /opt/ml"
     if check is not None and hasattr(check, "check"):
         check.check(CorpusJob(dir=job_dir, hosts=list(plan.host_names), record=record, console=console))
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(600)
+def test_without_host_isolation_mpi_still_works_and_the_fallback_is_said_once(tmp_path, monkeypatch, capsys):
+    """SMDIST_HOST_ISOLATION=off stands in for a machine that refuses namespaces: Open MPI's per-host folders alone
+    keep the hosts' shared-memory files apart, and the console explains once what is not isolated."""
+    pytest.importorskip("mpi4py")
+    if shutil.which("mpirun") is None:
+        pytest.skip("needs OpenMPI's mpirun")
+    from smdist_launcher.estimators import estimator_from_job_file
+
+    monkeypatch.setenv("SMDIST_HOST_ISOLATION", "off")
+    monkeypatch.chdir(tmp_path)
+    estimator = estimator_from_job_file(str(CORPUS / "mpi4py_collectives" / "job.yaml"))
+    plan = estimator.plan(job_name="mpi4py-no-isolation")
+    run_job(plan, estimator=estimator, jobs_root=tmp_path / "jobs")
+    out = capsys.readouterr().out
+    assert out.count("absolute /opt/ml paths are NOT private") == 1, out
+    assert "turned off by SMDIST_HOST_ISOLATION=off" in out
+    assert "rank 3/4 on algo-2: Bcast, Allreduce, Gather and 8 MiB messages ok" in out
+    seen = json.loads((tmp_path / "jobs" / plan.job_name / "hosts" / "algo-2" / "opt" / "ml" / "model" /
+                       "mpi-rank-2.json").read_text())
+    assert seen["hostname"] != "algo-2"  # really without the UTS namespace

@@ -8,11 +8,15 @@ import subprocess
 from typing import Any
 
 from ..compat import SITE_DIR
+from ..contract.layout import DEFAULT_ROOT
 from ..contract import (MLPaths, build_training_env, read_hyperparameters_raw, read_input_data_config,
                         read_resource_config)
 from ..contract.secrets import REDACTED
 from .addressing import map_env_value
 from .log_lines import TORCHRUN_PREFIX_TEMPLATE
+
+# The training toolkit's variable for a /opt/ml somewhere else (sagemaker_training.environment.BASE_PATH_ENV).
+BASE_DIR_ENV = "SAGEMAKER_BASE_DIR"
 
 
 def count_gpus(environ: dict[str, str]) -> int:
@@ -66,6 +70,10 @@ def process_env(paths: MLPaths, plan: dict[str, Any], host_plan: dict[str, Any],
                                         if p)
     env["PYTHONUNBUFFERED"] = "1"
     env["SMDIST_HOST"] = host_plan["name"]
+    # sagemaker_training.environment reads the job under $SAGEMAKER_BASE_DIR, else /opt/ml: point it at this host's
+    # tree (in local mode /opt/ml is this host's only inside its private mount namespace, if it got one).
+    if os.path.realpath(paths.root) != os.path.realpath(DEFAULT_ROOT):
+        env[BASE_DIR_ENV] = str(paths.root)
     # MPI ranks start in mpirun's cwd (the master's code dir); the compat sitecustomize moves them to their host's.
     env["SMDIST_RANK_CWD"] = str(paths.code_dir)
     env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = TORCHRUN_PREFIX_TEMPLATE  # our rank parser relies on it

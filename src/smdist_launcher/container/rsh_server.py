@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..contract.config_files import write_json
+from .host_isolation import localize_orted_argv
 from .rsh_protocol import OUTPUT, read_request, send_exit, send_frame
 
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
@@ -94,6 +95,7 @@ class RshServer:
                 return
             try:
                 argv, env = parse_remote_command(command, self.env)
+                argv = localize_orted_argv(argv, env)  # this host's scratch, not the master's
             except ValueError as e:
                 self.say(f"rsh: {e}")
                 send_exit(conn, 255)

@@ -4,9 +4,11 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -20,6 +22,7 @@ from .console import Console
 from .environment import load_plan, process_env, write_environment_file
 from .fallback_plan import plan_from_contract
 from .failure import FailureTracker, signal_name, write_failure, write_success
+from .host_isolation import HostIsolation, isolate_host, needed as isolation_needed, scratch_env
 from .log_lines import FixedRankLines, LineSplitter, MpiTagLines, TorchrunLines
 from .process_tree import become_subreaper, is_alive, terminate_descendants
 from .ps_sidecar import ParameterServerSidecar, stop_process
@@ -79,11 +82,30 @@ class HostRuntime:
         self._worker_lock = threading.Lock()
         self._failure_written = False
         self._abort_worker = False  # the parameter server died: the worker must not (keep) run(ning)
+        self.isolation = HostIsolation(reason="not needed")
+        self.scratch: Path | None = None  # this host's temp folder (TMPDIR, Open MPI) when hosts share the machine
 
     # ---- steps ----------------------------------------------------------
+    def _isolate(self) -> None:
+        """Local mode, several hosts on one machine: this host's own /opt/ml, hostname and host scratch folder
+        (container/host_isolation.py), before any thread or child exists. The fallback is said once (first host)."""
+        if len(self.local_hosts) > 1:
+            self.scratch = Path(tempfile.mkdtemp(prefix=f"{self.host}-"))
+        if not isolation_needed(self.paths.root, self.local_hosts):
+            return
+        self.isolation = isolate_host(self.host, self.paths.root, addresses=self.host_map, scratch=self.scratch,
+                                      environ=self.environ)
+        write_json(self.paths.run_dir / "isolation.json", dict(self.isolation.__dict__))
+        if not self.isolation.opt_ml and self.host == self.plan["hosts"][0]["name"]:
+            self.console.say(self.isolation.fallback_note(self.paths.root))
+
     def _prepare(self) -> dict[str, str]:
         for d in self.paths.all_dirs():
             d.mkdir(parents=True, exist_ok=True)
+    def _prepare(self) -> dict[str, str]:
+        for d in self.paths.all_dirs():
+            d.mkdir(parents=True, exist_ok=True)
+        self._isolate()
         self.paths.rsh_file.unlink(missing_ok=True)  # a stale one would send the master's agent to a dead port
         write_json(self.paths.run_dir / "runtime.json", {"pid": os.getpid(), "host": self.host})
         hps = decode_hyperparameters(read_hyperparameters_raw(self.paths.hyperparameters_file))
@@ -94,6 +116,8 @@ class HostRuntime:
             if code not in (None, 0):
                 raise RuntimeError(f"InstallRequirementsError: pip install -r requirements.txt exited with {code}")
         env = process_env(self.paths, self.plan, self.host_plan, self.environ, self.host_map)
+        if self.scratch is not None:
+            env.update(scratch_env(self.scratch, mpi_master=self.host_plan["role"] == "mpi_master"))
         write_environment_file(self.paths.environment_file, env)
         return env
 
@@ -256,6 +280,8 @@ class HostRuntime:
             self._cleanup()
             return 0 if code == 0 else 1
         finally:
+            if self.scratch is not None:
+                shutil.rmtree(self.scratch, ignore_errors=True)
             for s, h in old.items():
                 signal.signal(s, h)
 

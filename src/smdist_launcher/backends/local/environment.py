@@ -16,8 +16,8 @@ from ...plan.model import LaunchPlan
 _INHERITED_PREFIXES = ("OMPI_", "PMIX_", "PMI_", "TORCHELASTIC_", "SM_", "SMDIST_")
 _INHERITED_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
                     "MASTER_ADDR", "MASTER_PORT", "CURRENT_HOST", "TRAINING_JOB_NAME", "SAGEMAKER_JOB_NAME")
-# The user's own knobs survive (the jobs folder, the s3 endpoint).
-_KEEP = ("SMDIST_JOBS_DIR", "SMDIST_S3_ENDPOINT_URL", "SMDIST_WORKER_WAIT_S")
+# The user's own knobs survive (the jobs folder, the s3 endpoint, host isolation on/off).
+_KEEP = ("SMDIST_JOBS_DIR", "SMDIST_S3_ENDPOINT_URL", "SMDIST_WORKER_WAIT_S", "SMDIST_HOST_ISOLATION")
 
 
 def base_environment(environ: dict[str, str]) -> dict[str, str]:

@@ -179,8 +179,8 @@ class LocalJob:
             env = host_environment(
                 run_plan, h, self.environ, job_id=self.job_id, addresses=addresses, host_roots=host_roots,
                 gpus=gpu_split[h] if gpu_split else None, checkpoint_dir=str(checkpoint_dir(plan, hosts[h])))
-            env["TMPDIR"] = str(self._tmp_root / h)
-            (self._tmp_root / h).mkdir()
+            # Each host's runtime makes its own folder in here (TMPDIR, Open MPI: container/host_isolation.py).
+            env["TMPDIR"] = str(self._tmp_root)
             argv = [sys.executable, "-m", "smdist_launcher.container", "--root", host_roots[h], "--host", h,
                     "--plan", str(hosts[h].plan_file), "--no-install"]
             launches.append(HostLaunch(h, argv, env, self.dir.host_dir(h)))
