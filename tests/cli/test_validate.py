@@ -41,3 +41,17 @@ def test_warnings_are_printed_but_exit_0(job_file: Path, capsys: pytest.CaptureF
     assert main(["validate", str(job_file)]) == 0
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith(f"{job_file}: warning: distribution.mpi.processes_per_host: ")
+
+
+def test_missing_input_folder_fails_validate_not_run(job_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    job_file.write_text(job_file.read_text() + "inputs:\n  training: data/train\n  test: file://data/test\n")
+    assert main(["validate", str(job_file)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    folder = job_file.parent
+    assert err[0] == f"{job_file}: inputs.training.uri: {folder}/data/train does not exist; create it or fix the path"
+    assert err[1].startswith(f"{job_file}: inputs.test.uri: {folder}/data/test does not exist (file://data/test is the path")
+    assert main(["plan", str(job_file)]) == 0    # a plan is pure: pinned plans are checked where the data is absent
+    (folder / "data" / "train").mkdir(parents=True)
+    (folder / "data" / "test").mkdir()
+    capsys.readouterr()
+    assert main(["validate", str(job_file)]) == 0

@@ -31,8 +31,13 @@ def test_mapping_of_strings_and_dicts() -> None:
     assert channels["test"] == Channel(uri="s3://bucket/test", input_mode="FastFile", distribution="ShardedByS3Key")
 
 
-def test_local_paths() -> None:
-    assert normalize_inputs("data/mnist", instance_type="local")["training"].uri == "file://data/mnist"
+def test_local_paths(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    # relative paths and the relative file:// form (SageMaker local mode's reading) resolve against the current folder
+    assert normalize_inputs("data/mnist", instance_type="local")["training"].uri == f"file://{tmp_path}/data/mnist"
+    assert normalize_inputs("file://data/mnist")["training"].uri == f"file://{tmp_path}/data/mnist"
+    assert normalize_inputs("file:///data/mnist")["training"].uri == "file:///data/mnist"
+    assert normalize_inputs("file://localhost/data")["training"].uri == "file:///data"
     assert normalize_inputs("file://data", base_dir="/jobs")["training"].uri == "file:///jobs/data"
     assert normalize_inputs("/abs/data", base_dir="/jobs")["training"].uri == "file:///abs/data"
 
@@ -64,3 +69,16 @@ def test_random_inputs_raise_only_validation_errors(inputs: object, instance_typ
         normalize_inputs(inputs, instance_type=instance_type)
     except ValidationError as exc:
         assert exc.errors and all(e.path.startswith("inputs") and e.message for e in exc.errors)
+
+
+def test_missing_local_folders_are_errors_when_asked(tmp_path) -> None:
+    (tmp_path / "data" / "train").mkdir(parents=True)
+    ok = normalize_inputs({"train": "data/train", "t2": "file://data/train"}, base_dir=str(tmp_path), check_exists=True)
+    assert ok["t2"].uri == f"file://{tmp_path}/data/train"
+    with pytest.raises(ValidationError) as info:
+        normalize_inputs({"a": "data/nope", "b": "file://fileserver/share"}, base_dir=str(tmp_path), check_exists=True)
+    a, b = info.value.errors
+    assert a.path == "inputs.a.uri" and f"{tmp_path}/data/nope does not exist; create it or fix the path" in a.message
+    # a host-looking file:// URI says how it was read and what to write instead
+    assert "file://fileserver/share is the path fileserver/share relative to the current folder" in b.message
+    assert "an absolute path is file:///fileserver/share" in b.message

@@ -31,13 +31,14 @@ class LoadedJob:
         return build_plan(self.job, self.channels)
 
 
-def load_job(path: str) -> LoadedJob:
-    """Validate and resolve the job file (ValidationError with every problem); ValidationWarnings are collected, not printed."""
+def load_job(path: str, *, check_inputs: bool = False) -> LoadedJob:
+    """Validate and resolve the job file (ValidationError with every problem); ValidationWarnings are collected, not
+    printed. check_inputs: local input folders must exist."""
     from .. import spec
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ValidationWarning)
-        job_file = spec.load_job_file(path)
+        job_file = spec.load_job_file(path, check_inputs=check_inputs)
         job = spec.resolve(job_file)
     notes = [str(w.message) for w in caught if issubclass(w.category, ValidationWarning)]
     for w in caught:
@@ -58,10 +59,10 @@ def report_warnings(source: str, notes: list[str]) -> None:
         problem(f"{source}: warning: {note}", warning=True)
 
 
-def load_or_report(path: str) -> LoadedJob | int:
+def load_or_report(path: str, *, check_inputs: bool = False) -> LoadedJob | int:
     """The loaded job, or the exit code after reporting why it cannot be loaded (unreadable or invalid YAML included)."""
     try:
-        loaded = load_job(path)
+        loaded = load_job(path, check_inputs=check_inputs)
     except ValidationError as exc:
         return report_invalid(path, exc)
     report_warnings(path, loaded.warnings)

@@ -70,7 +70,11 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any] | ValidationError
     if isinstance(inputs, ValidationError):
         return inputs
     if inputs:
-        overrides["inputs"] = inputs
+        from ..spec.inputs import local_path
+
+        # typed on the command line, so relative to the current folder (the file's own inputs: to the file's folder)
+        overrides["inputs"] = {k: v if "://" in v and not v.lower().startswith("file://") else "file://" + local_path(v)
+                               for k, v in inputs.items()}
     return overrides
 
 

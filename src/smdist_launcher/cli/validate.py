@@ -15,7 +15,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    loaded = load_or_report(args.job_file)
+    loaded = load_or_report(args.job_file, check_inputs=True)  # a missing data folder fails here, not at run
     if isinstance(loaded, int):
         return loaded
     job = loaded.job

@@ -33,7 +33,8 @@ def _as_mapping(inputs: Any) -> Any:
     return inputs
 
 
-def _check_uri(path: str, uri: str, instance_type: str | None, base_dir: str | None) -> tuple[str | None, ErrorItem | None]:
+def _check_uri(path: str, uri: str, instance_type: str | None, base_dir: str | None,
+               check_exists: bool) -> tuple[str | None, ErrorItem | None]:
     """The normalized URI, or an error."""
     if not uri.strip():
         return None, item(path, "must not be empty; give an s3:// URI, a file:// URI or a local path", uri)
@@ -50,29 +51,55 @@ def _check_uri(path: str, uri: str, instance_type: str | None, base_dir: str | N
     if instance_type is not None and not is_local(instance_type):
         return None, item(path, f"local data ({uri!r}) works only with instance_type local, local_cpu or local_gpu; "
                                  "upload it to S3 and give the s3:// URI", uri)
-    local = uri[len("file://"):] if scheme == "file" else uri
-    if base_dir is not None and not os.path.isabs(local):
-        local = os.path.normpath(os.path.join(base_dir, local))
+    local = local_path(uri, base_dir)
+    if check_exists and not os.path.exists(local):
+        return None, item(path, f"{local} does not exist{_relative_file_uri_note(uri)}; create it or fix the path", uri)
     return "file://" + local, None
 
 
+def local_path(uri: str, base_dir: str | None = None) -> str:
+    """The absolute path of a local path or file:// URI; relative ones are resolved against ``base_dir`` (job files:
+    the file's folder), else the current directory.
+
+    ``file://data/train`` is read as the relative path ``data/train``, as SageMaker's local mode reads it (RFC 8089
+    would call ``data`` a host, but a file:// URI can only reach this machine); ``file:///data/train`` is absolute.
+    ``file://localhost/x`` is ``/x``.
+    """
+    rest = uri[len("file://"):] if uri.lower().startswith("file://") else uri
+    if rest.lower().startswith("localhost/"):
+        rest = rest[len("localhost"):]
+    rest = os.path.expanduser(rest)
+    return os.path.normpath(os.path.join(base_dir or os.getcwd(), rest))
+
+
+def _relative_file_uri_note(uri: str) -> str:
+    rest = uri[len("file://"):] if uri.lower().startswith("file://") else None
+    if not rest or rest.startswith("/"):
+        return ""
+    return (f" (file://{rest} is the path {rest} relative to the current folder, or to the job file's folder, as in "
+            f"SageMaker's local mode; an absolute path is file:///{rest}; files on another host are not reachable: "
+            "copy them here or use s3://)")
+
+
 def normalize_inputs(
-    inputs: Any, *, instance_type: str | None = None, base_dir: str | None = None
+    inputs: Any, *, instance_type: str | None = None, base_dir: str | None = None, check_exists: bool = False
 ) -> dict[str, Channel]:
     """Validate fit() inputs and return {channel name: Channel}. Raises ValidationError (paths `inputs.<name>...`).
 
-    Relative local paths stay relative (to the working directory, like SageMaker) unless `base_dir` is given
-    (job files: relative to the file's folder).
+    Local paths and file:// URIs become absolute file:/// URIs: relative ones are resolved against `base_dir` (job
+    files: the file's folder), else the current directory (see local_path). check_exists: a local path that does
+    not exist is an error (validating a job file), rather than a failure at run time.
     """
-    errors = collect_input_errors(inputs, instance_type=instance_type, base_dir=base_dir)
+    errors = collect_input_errors(inputs, instance_type=instance_type, base_dir=base_dir, check_exists=check_exists)
     if errors:
         raise ValidationError(errors)
-    return _normalized(inputs, instance_type, base_dir)
+    return _normalized(inputs, instance_type, base_dir, check_exists)
 
 
-def collect_input_errors(inputs: Any, *, instance_type: str | None = None, base_dir: str | None = None) -> list[ErrorItem]:
+def collect_input_errors(inputs: Any, *, instance_type: str | None = None, base_dir: str | None = None,
+                         check_exists: bool = False) -> list[ErrorItem]:
     try:
-        _normalized(inputs, instance_type, base_dir)
+        _normalized(inputs, instance_type, base_dir, check_exists)
     except _Problems as problems:
         return problems.errors
     return []
@@ -83,7 +110,7 @@ class _Problems(Exception):
         self.errors = errors
 
 
-def _normalized(inputs: Any, instance_type: str | None, base_dir: str | None) -> dict[str, Channel]:
+def _normalized(inputs: Any, instance_type: str | None, base_dir: str | None, check_exists: bool) -> dict[str, Channel]:
     if inputs is None:
         return {}
     mapping = _as_mapping(inputs)
@@ -102,7 +129,7 @@ def _normalized(inputs: Any, instance_type: str | None, base_dir: str | None) ->
         except PydanticValidationError as exc:
             errors.extend(from_pydantic(exc, ChannelSpec, prefix=("inputs", name)))
             continue
-        uri, problem = _check_uri(join_path(path, "uri"), spec.uri, instance_type, base_dir)
+        uri, problem = _check_uri(join_path(path, "uri"), spec.uri, instance_type, base_dir, check_exists)
         if problem:
             errors.append(problem)
             continue

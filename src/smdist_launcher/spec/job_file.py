@@ -96,8 +96,9 @@ def _read(path: str) -> Any:
         raise ValidationError([item("<root>", f"invalid YAML{where}: {problem}")], source=path) from None
 
 
-def parse_job_file(data: Any, *, path: str, base_dir: str, check_source: bool = True) -> JobFile:
-    """Validate already-loaded job-file data (a mapping)."""
+def parse_job_file(data: Any, *, path: str, base_dir: str, check_source: bool = True, check_inputs: bool = False) -> JobFile:
+    """Validate already-loaded job-file data (a mapping). check_inputs: local input folders must exist (`smdist
+    validate`; not `smdist plan`, whose pinned plans are checked where the data is absent)."""
     if not isinstance(data, dict):
         raise ValidationError([item("<root>", f"a job file is a mapping of estimator arguments plus framework, got {show(data)}",
                                     data)], source=path)
@@ -127,7 +128,8 @@ def parse_job_file(data: Any, *, path: str, base_dir: str, check_source: bool = 
         spec, found_warnings = outcome.spec, outcome.warnings
     raw_type = args.get("instance_type")
     instance_type = spec.instance_type if spec is not None else (raw_type if isinstance(raw_type, str) else None)
-    errors.extend(collect_input_errors(data.get("inputs"), instance_type=instance_type, base_dir=base_dir))
+    errors.extend(collect_input_errors(data.get("inputs"), instance_type=instance_type, base_dir=base_dir,
+                                       check_exists=check_inputs))
     if errors or spec is None:
         raise ValidationError(errors, source=path)
     emit_warnings(found_warnings)
@@ -149,7 +151,8 @@ def merge_overrides(data: Any, overrides: dict[str, Any] | None) -> Any:
 
 
 def load_job_file(
-    path: str | os.PathLike[str], *, overrides: dict[str, Any] | None = None, check_source: bool = True
+    path: str | os.PathLike[str], *, overrides: dict[str, Any] | None = None, check_source: bool = True,
+    check_inputs: bool = False,
 ) -> JobFile:
     """Read and validate a job file; ValidationError (source = the path) lists every problem.
 
@@ -158,4 +161,5 @@ def load_job_file(
     """
     path = os.fspath(path)
     data = merge_overrides(_read(path), overrides)
-    return parse_job_file(data, path=path, base_dir=os.path.dirname(os.path.abspath(path)), check_source=check_source)
+    return parse_job_file(data, path=path, base_dir=os.path.dirname(os.path.abspath(path)), check_source=check_source,
+                          check_inputs=check_inputs)

@@ -35,10 +35,10 @@ def parse_location(uri: str, *, field: str = "uri") -> Location:
             raise ValueError(f"{field}: {uri!r} has no bucket; write s3://<bucket>/<prefix>")
         return Location(uri, bucket=parsed.netloc, key=parsed.path.lstrip("/"))
     if uri.startswith("file://"):
+        # file://data/train is the relative path data/train (SageMaker's local mode reads it so), not host "data"
         parsed = urlparse(uri)
-        if parsed.netloc not in ("", "localhost"):
-            raise ValueError(f"{field}: {uri!r} names host {parsed.netloc!r}; write file:///absolute/path")
-        path = Path(unquote(parsed.path))
+        host = "" if parsed.netloc == "localhost" else parsed.netloc
+        path = Path(unquote(host + parsed.path))
     elif "://" in uri:
         raise ValueError(f"{field}: {uri!r} has an unsupported scheme; use s3://, file:// or a local path")
     else:
