@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -11,6 +12,10 @@ import sys
 import time
 
 import pytest
+
+from .conftest import PRELUDE
+
+CLI = "import sys; from smdist_launcher.cli.main import main; sys.exit(main(sys.argv[1:]))"
 
 # Every rank is up before the fault, so the others are stuck in a collective (victims).
 ALL_UP_THEN = r'''
@@ -132,6 +137,14 @@ def test_a_killed_launcher_leaves_no_job_behind(ws):
     job_id = record["job_id"]
     proc.kill()  # SIGKILL: the launcher gets no chance to clean up (its empty temp folder stays: remove it below)
     proc.wait()
+    # `smdist logs --follow` sees that no final status will ever come, and returns (the timeout only guards a hang).
+    follow = subprocess.run([sys.executable, "-c", CLI, "logs", plan.job_name, "--follow", "--jobs-dir", str(ws.jobs)],
+                            capture_output=True, text=True, timeout=120, cwd=ws.outside)
+    assert follow.returncode == 0, follow.stderr
+    assert "up" in follow.stdout and f"launcher (pid {proc.pid}) is gone" in follow.stderr
+    listing = subprocess.run([sys.executable, "-c", CLI, "jobs", "--jobs-dir", str(ws.jobs)],
+                             capture_output=True, text=True, timeout=120, cwd=ws.outside)
+    assert "Interrupted" in listing.stdout
     for _ in range(600):  # the hosts' runtimes stop themselves on their parent's death
         if not job_processes(job_id):
             break
@@ -169,3 +182,48 @@ def test_sigkill_of_a_host_runtime_names_that_host_not_its_victims(ws):
     from smdist_launcher.backends.local.process_sweep import job_processes
 
     assert job_processes(job.record.job_id) == []
+
+
+def test_sighup_when_the_terminal_closes_stops_the_job_in_order(ws):
+    """The launcher's controlling terminal goes away (terminal closed, ssh dropped): the kernel sends SIGHUP."""
+    import fcntl
+    import pty
+    import tarfile
+    import termios
+
+    script = ('open(os.path.join(os.environ["SM_MODEL_DIR"], "partial.txt"), "w").write("kept")\n'
+              'print("hanging-now", flush=True)\ntime.sleep(3600)\n')
+    (ws.src).mkdir(exist_ok=True)
+    (ws.src / "train.py").write_text(PRELUDE + script)
+    job_file = ws.root / "job.yaml"
+    job_file.write_text(f"framework: pytorch\nentry_point: train.py\nsource_dir: {ws.src}\ninstance_type: local\n"
+                        "instance_count: 2\nframework_version: '2.3'\npy_version: py311\n")
+    master, slave = pty.openpty()
+
+    def controlling_terminal() -> None:  # in the child: the pty becomes the new session's terminal
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen([sys.executable, "-c", CLI, "run", str(job_file), "--job-name", "hangup",
+                             "--jobs-dir", str(ws.jobs)], stdin=slave, stdout=slave, stderr=slave, cwd=ws.outside,
+                            start_new_session=True, preexec_fn=controlling_terminal)
+    os.close(slave)
+    logs = [ws.jobs / "hangup" / "logs" / f"algo-{i}.log" for i in (1, 2)]
+    seen = b""
+    for _ in range(1200):  # drain the terminal while the hosts start (a full pty would block the launcher)
+        if all(p.is_file() and "hanging-now" in p.read_text() for p in logs):
+            break
+        assert proc.poll() is None, seen.decode(errors="replace")
+        if select.select([master], [], [], 0.1)[0]:
+            seen += os.read(master, 65536)
+    else:
+        raise AssertionError(f"the hosts never came up: {seen.decode(errors='replace')}")
+    os.close(master)  # hang up
+    assert proc.wait(timeout=120) != 0
+    record = json.loads((ws.jobs / "hangup" / "job.json").read_text())
+    assert record["status"] == "Stopped" and record["failure_reason"] == "stopped by SIGHUP"
+    with tarfile.open(ws.jobs / "hangup" / "output" / "model.tar.gz") as tar:
+        assert "partial.txt" in tar.getnames()
+    assert "hanging-now" in logs[1].read_text()
+    from smdist_launcher.backends.local.process_sweep import job_processes
+
+    assert job_processes(record["job_id"]) == []

@@ -18,8 +18,11 @@ class PlainConsole:
 
     def line(self, host: str, text: str) -> None:
         with self._lock:
-            self.stream.write(text + "\n")
-            self.stream.flush()
+            try:
+                self.stream.write(text + "\n")
+                self.stream.flush()
+            except (OSError, ValueError):
+                pass  # the terminal or pipe is gone (SIGHUP, ssh dropped): the log files still get every line
 
     def note(self, text: str) -> None:
         self.line("", f"[smdist] {text}")
@@ -45,18 +48,30 @@ class RichConsole:
     def line(self, host: str, text: str) -> None:
         from rich.text import Text
 
-        self._console.print(Text(text, style=self._styles.get(host, "")), soft_wrap=True)
+        self._print(Text(text, style=self._styles.get(host, "")))
 
     def note(self, text: str) -> None:
         from rich.text import Text
 
-        self._console.print(Text(f"[smdist] {text}", style="bold"), soft_wrap=True)
+        self._print(Text(f"[smdist] {text}", style="bold"))
+
+    def _print(self, text: Any) -> None:
+        try:
+            self._console.print(text, soft_wrap=True)
+        except (OSError, ValueError):
+            pass  # the terminal is gone (SIGHUP): the log files still get every line
 
     def status(self, text: str) -> None:
-        self._status.update(text)
+        try:
+            self._status.update(text)
+        except (OSError, ValueError):
+            pass
 
     def close(self) -> None:
-        self._status.stop()
+        try:
+            self._status.stop()
+        except (OSError, ValueError):
+            pass
 
 
 class SilentConsole:

@@ -28,7 +28,7 @@ from .localize import with_master_port
 from .logs import LogMux
 from .outputs import checkpoint_dir, collect_outputs, restore_checkpoints, save_checkpoints
 from .staging import local_code_source, stage_channels, stage_code
-from .supervisor import HostLaunch, Outcome, Supervisor
+from .supervisor import HostLaunch, Interrupted, Outcome, Supervisor, stop_signals_interrupt
 
 GPU_INSTANCE_TYPES = ("local_gpu",)
 
@@ -115,6 +115,7 @@ class LocalJob:
     def _run(self) -> None:
         supervisor: Supervisor | None = None
         hosts: dict[str, MLPaths] = {}
+        restore_signals = stop_signals_interrupt()  # SIGTERM/SIGHUP during staging too: a final record, no orphans
         try:
             self._phase("staging")
             launches, hosts = self._prepare()
@@ -133,10 +134,11 @@ class LocalJob:
             finally:
                 mux.close()
             self._finish(outcome, hosts)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Interrupted) as exc:
             if supervisor is not None:
                 supervisor.stop()
-            self._end(records.STOPPED, "stopped by Ctrl-C", f"stopped by Ctrl-C during {self.record.phase}")
+            what = exc.signal_name if isinstance(exc, Interrupted) else "Ctrl-C"
+            self._end(records.STOPPED, f"stopped by {what}", f"stopped by {what} during {self.record.phase}")
         except (OSError, ValueError) as exc:  # staging: missing inputs, bad locations, no GPUs, ...
             if supervisor is not None:
                 supervisor.stop()
@@ -147,6 +149,7 @@ class LocalJob:
             self._error = exc
             self._end(records.FAILED, f"internal error: {exc!r}", repr(exc))
         finally:
+            restore_signals()
             if self._tmp_root is not None:
                 shutil.rmtree(self._tmp_root, ignore_errors=True)
             self.console.close()

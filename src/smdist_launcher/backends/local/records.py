@@ -57,6 +57,18 @@ class JobRecord:
         self.failure_reason = failure_reason
         self.ended = now
 
+    def launcher_gone(self) -> bool:
+        """Still InProgress, but the process that ran it is gone (killed, crashed): no final status will come."""
+        if self.status != IN_PROGRESS:
+            return False
+        try:
+            os.kill(self.launcher_pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False  # alive, someone else's
+        return False
+
     @property
     def duration(self) -> float | None:
         return None if self.ended is None else self.ended - self.created

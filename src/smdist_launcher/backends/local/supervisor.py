@@ -48,7 +48,14 @@ class Outcome:
 
 
 class Interrupted(Exception):
-    """SIGTERM to the launcher: treated like Ctrl-C."""
+    """SIGTERM or SIGHUP (terminal closed, ssh dropped) to the launcher: treated like Ctrl-C."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        self.signal_name = signal.Signals(signum).name
+        super().__init__(self.signal_name)
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 class Supervisor:
@@ -98,11 +105,11 @@ class Supervisor:
     # ---- wait -------------------------------------------------------------------------------------
     def wait(self) -> Outcome:
         """Block until the job ends; always leaves no process of the job behind."""
-        restore = _sigterm_raises()
+        restore = stop_signals_interrupt()
         try:
             outcome = self._watch()
         except (KeyboardInterrupt, Interrupted) as exc:
-            what = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else "SIGTERM"
+            what = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else exc.signal_name
             outcome = Outcome(STOPPED, reason=f"stopped by {what}")
         finally:
             restore()
@@ -191,13 +198,20 @@ def _describe_code(code: int) -> str:
     return str(code)
 
 
-def _sigterm_raises() -> Callable[[], None]:
-    """Make SIGTERM interrupt the wait like Ctrl-C (only possible in the main thread)."""
+def stop_signals_interrupt() -> Callable[[], None]:
+    """Make SIGTERM and SIGHUP raise Interrupted, like Ctrl-C raises KeyboardInterrupt, so the job still
+    stops in order (outputs packed, final status recorded). Only possible in the main thread; returns
+    the undo."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
 
     def handler(signum: int, frame: object) -> None:
-        raise Interrupted()
+        raise Interrupted(signum)
 
-    previous = signal.signal(signal.SIGTERM, handler)
-    return lambda: signal.signal(signal.SIGTERM, previous)
+    previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+
+    def restore() -> None:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+    return restore
