@@ -47,8 +47,9 @@ def _has_mca(argv: list[str], name: str) -> bool:
     return any(argv[i] in ("-mca", "--mca") and argv[i + 1] == name for i in range(len(argv) - 1))
 
 
-def mpirun_local(argv: list[str], *, agent: bool) -> list[str]:
-    """mpirun for this machine: tagged output, our interpreter for the ranks, and (local mode) our rsh agent."""
+def mpirun_local(argv: list[str], *, agent: bool | str) -> list[str]:
+    """mpirun for this machine: tagged output, our interpreter for the ranks, and a remote-start agent: True = our
+    rsh agent (local mode), a string = that command (ssh with the job's options, container/multihost.py)."""
     out = [argv[0]]
     extra: list[str] = []
     if "--tag-output" not in argv and "-tag-output" not in argv:
@@ -56,7 +57,8 @@ def mpirun_local(argv: list[str], *, agent: bool) -> list[str]:
     if os.geteuid() == 0 and "--allow-run-as-root" not in argv:
         extra.append("--allow-run-as-root")
     if agent:
-        for name, value in (("plm_rsh_agent", f"{sys.executable} -m {RSH_AGENT_MODULE}"),
+        rsh_agent = agent if isinstance(agent, str) else f"{sys.executable} -m {RSH_AGENT_MODULE}"
+        for name, value in (("plm_rsh_agent", rsh_agent),
                             ("orte_leave_session_attached", "1"),  # orted stays attached: its host runtime owns it
                             ("plm_rsh_no_tree_spawn", "1"),
                             # Several orteds of one machine starting at once can crash in hwloc's shared-memory

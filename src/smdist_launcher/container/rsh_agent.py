@@ -52,7 +52,12 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"host {host!r} is not a local host of this job (${LOCAL_HOSTS_ENV} lists "
                      f"{sorted(json.loads(os.environ.get(LOCAL_HOSTS_ENV) or '{}'))})")
     name, root = found
-    wait_s = float(os.environ.get(WAIT_ENV) or DEFAULT_WAIT_S)
+    return relay(name, root, command, float(os.environ.get(WAIT_ENV) or DEFAULT_WAIT_S))
+
+
+def relay(name: str, root: Path, command: str, wait_s: float) -> int:
+    """Ask host `name`'s runtime (found through <root>/run/rsh.json) to run `command`; relay its output to our
+    stdout and return its exit code. Also the forced command of the job's sshd (container/ssh_command.py)."""
     state = _wait_for_state(root / "run" / "rsh.json", time.monotonic() + wait_s)
     if state is None:
         return _fail(f"host {name}'s runtime did not start serving within {wait_s:.0f} s ({root}/run/rsh.json)")
