@@ -24,10 +24,12 @@ from .fallback_plan import plan_from_contract
 from .failure import FailureTracker, signal_name, write_failure, write_success
 from .host_isolation import HostIsolation, isolate_host, needed as isolation_needed, scratch_env
 from .log_lines import FixedRankLines, LineSplitter, MpiTagLines, TorchrunLines
+from .multihost import MASTER_DONE_WAIT_S, HostUnreachable, MasterSsh, job_key, master_verdict, ssh_port, worker_hosts
 from .process_tree import become_subreaper, is_alive, terminate_descendants
 from .ps_sidecar import ParameterServerSidecar, stop_process
 from .rsh_agent import DEFAULT_WAIT_S, LOCAL_HOSTS_ENV, WAIT_ENV
 from .rsh_server import RshServer
+from .ssh_daemon import SshDaemon
 from .submit_directory import install_requirements, prepare_code
 
 STOP_GRACE_S = 5.0
@@ -78,6 +80,9 @@ class HostRuntime:
         self.command: list[str] = []
         self.server: RshServer | None = None
         self.ps: ParameterServerSidecar | None = None
+        # Real hosts (no $SMDIST_LOCAL_HOSTS): workers run sshd, the master mpirun over ssh (container/multihost.py).
+        self.sshd: SshDaemon | None = None
+        self.master_ssh: MasterSsh | None = None
         self._worker: subprocess.Popen[bytes] | None = None
         self._worker_lock = threading.Lock()
         self._failure_written = False
@@ -128,7 +133,8 @@ class HostRuntime:
         if is_mpirun(argv):
             keep = host_option_indexes(argv) if self.local_hosts else set()
             argv = [t if i in keep else map_token(t, self.host_map) for i, t in enumerate(argv)]
-            return mpirun_local(argv, agent=bool(self.local_hosts)), MpiTagLines()
+            agent: bool | str = self.master_ssh.agent if self.master_ssh is not None else bool(self.local_hosts)
+            return mpirun_local(argv, agent=agent), MpiTagLines()
         argv = [map_token(t, self.host_map) for t in argv]
         if is_torchrun(argv):
             return torchrun_with_tee(argv), TorchrunLines()
@@ -136,7 +142,8 @@ class HostRuntime:
         return argv, FixedRankLines(ranks[0])
 
     def _serve_rsh(self, env: dict[str, str]) -> None:
-        address = self.host_map.get(self.host, "127.0.0.1" if self.local_hosts else "0.0.0.0")
+        # Real hosts: only our sshd's forced command (container/ssh_command.py) talks to it, from this host.
+        address = self.host_map.get(self.host, "127.0.0.1")
         self.server = RshServer(self.host, address, env, str(self.paths.code_dir), self.paths.rsh_file,
                                 self.console.say)
 
@@ -187,7 +194,11 @@ class HostRuntime:
         return code
 
     def _master_done(self) -> str | None:
-        """Local mode: has the MPI master finished or vanished? (a real cluster has no shared disk: time-out only)"""
+        """Has the MPI master finished or vanished? Local mode looks at its files; real hosts get its verdict
+        over ssh (`smdist-done`), and a master that never sends one counts as gone after MASTER_DONE_WAIT_S."""
+        if self.sshd is not None:
+            self.sshd.check()  # our sshd died: the master cannot reach this host any more
+            return master_verdict(self.paths)
         master = (self.plan.get("master") or {}).get("host")
         root = self.local_hosts.get(master) if master and master != self.host else None
         if root is None:
@@ -207,8 +218,8 @@ class HostRuntime:
         deadline = time.monotonic() + timeout_s
         while True:
             state = self._master_done()
-            if state is not None or not self.local_hosts or time.monotonic() > deadline:
-                return state
+            if state is not None or not (self.local_hosts or self.sshd) or time.monotonic() > deadline:
+                return state if state is not None or self.sshd is None else "gone"
             time.sleep(POLL_S)
 
     def _run_mpi_worker(self) -> int:
@@ -223,7 +234,7 @@ class HostRuntime:
                 codes = self.server.exit_codes
                 self.console.say(f"orted exited ({', '.join(map(str, codes))}); the master's mpirun is done")
                 # orted exits 0 even when another rank failed: the job's outcome is the master's.
-                outcome = self._await_master_outcome(STOP_GRACE_S * 2)
+                outcome = self._await_master_outcome(MASTER_DONE_WAIT_S if self.sshd else STOP_GRACE_S * 2)
                 if outcome in ("failed", "gone"):
                     self.console.say(f"the MPI master {outcome}: this host fails with it")
                 return 0 if all(c == 0 for c in codes) and outcome not in ("failed", "gone") else 1
@@ -253,14 +264,18 @@ class HostRuntime:
                     self._serve_rsh(env)
                 if role == "mpi_worker":
                     if not self.local_hosts:
-                        raise RuntimeError("mpi_worker without $SMDIST_LOCAL_HOSTS: cross-host MPI outside local "
-                                           "mode needs sshd, which this runtime does not start")
+                        self._start_sshd(env)
                     code = self._run_mpi_worker()
                     default_rank = None
                 else:
+                    if role == "mpi_master" and not self.local_hosts and worker_hosts(self.plan):
+                        self.master_ssh = MasterSsh(self.paths, self.environ, worker_hosts(self.plan), self.console.say)
+                        self.master_ssh.wait_for_workers()
                     argv, splitter = self._argv()
                     run = self._run_ps_host if role == "ps" else self._run_launcher
                     code = run(argv, env, splitter)
+                    if self.master_ssh is not None:
+                        self.master_ssh.notify_done(code)
                     # Without rank evidence a launcher failure (torchrun, mpirun, orted) is not pinned on a rank.
                     default_rank = splitter.rank if isinstance(splitter, FixedRankLines) else None
                 if not self._failure_written:
@@ -273,7 +288,8 @@ class HostRuntime:
             except Exception as e:  # a framework error: the toolkit writes "Framework Error" and exits 1
                 self._cleanup()
                 self.console.say(f"Framework Error: {e}")
-                self._record_failure(1, None, tb=traceback.format_exc().splitlines()[-20:])
+                self._record_failure(1, None, tb=traceback.format_exc().splitlines()[-20:],
+                                     host=e.host if isinstance(e, HostUnreachable) else None)
                 code = 1
             for s in old:  # the result is written: a late signal must not interrupt the final clean-up
                 signal.signal(s, signal.SIG_IGN)
@@ -293,17 +309,29 @@ class HostRuntime:
             self._record_failure(code, default_rank)
 
     def _record_failure(self, code: int, default_rank: int | None, sig: str | None = None,
-                        tb: list[str] | None = None, victim: bool = False) -> None:
+                        tb: list[str] | None = None, victim: bool = False, host: str | None = None) -> None:
         d = self.tracker.diagnosis(code, self.command, default_rank, sig)
         if tb:
             d["traceback"] = tb
+        if host is not None:  # the failure is another host's (a worker whose sshd never answered)
+            d["host"] = host
         d["likely_victim"] = d["likely_victim"] or victim or self.host_plan["role"] == "mpi_worker"
         write_failure(self.paths.output_dir, d)
         who = f"rank {d['rank']}" if d["rank"] is not None else "the host"
         self.console.say(f"failed: {who} exited with code {d['exit_code']}" +
                          (f" ({d['signal']})" if d["signal"] else "") + f"; see {self.paths.failure_file}")
 
+    def _start_sshd(self, env: dict[str, str]) -> None:
+        """A worker on a real host: serve orted start-up locally, behind our own sshd (container/ssh_daemon.py)."""
+        self._serve_rsh(env)
+        self.sshd = SshDaemon(self.paths, self.host, job_key(self.environ), ssh_port(self.environ), env)
+        self.console.say(f"MPI worker: sshd listening on port {self.sshd.port}")
+
     def _cleanup(self) -> None:
+        if self.master_ssh is not None:
+            self.master_ssh.notify_done(1, attempts=1)  # no-op after a normal end; else workers must not wait for us
+        if self.sshd is not None:
+            self.sshd.stop()
         if self.server is not None:
             self.server.close()
         if self.ps is not None:
