@@ -45,6 +45,15 @@ class ValidationError(ValueError):
         return "\n".join([head, *("  " + line for line in lines)])
 
 
+class AwsSetupError(ValidationError):
+    """This machine is not set up to call AWS (no credentials, no region): one line saying what to set.
+
+    A ValidationError, so that the CLI reports it as one line with exit code 2, like every other bad input."""
+
+    def render(self) -> str:
+        return "\n".join(str(e) for e in self.errors)
+
+
 class ValidationWarning(UserWarning):
     """A legal but suspicious setting (e.g. more processes per host than GPUs)."""
 

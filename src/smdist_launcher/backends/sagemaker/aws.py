@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import ValidationError
+from ...errors import AwsSetupError, ValidationError
 from ...spec.error_items import item
 from ..storage.s3 import ENDPOINT_ENVS
 
@@ -27,8 +27,8 @@ def resolve_region(explicit: str | None) -> str:
     if not region:
         region = _boto3().session.Session().region_name
     if not region:
-        raise ValidationError([item("region", "no AWS region: pass region='us-west-2' to the estimator, set "
-                                              "AWS_DEFAULT_REGION, or configure one with `aws configure`")])
+        raise AwsSetupError([item("region", "no AWS region: pass region='us-west-2' to the estimator, set "
+                                            "AWS_DEFAULT_REGION, or configure one with `aws configure`")])
     return region
 
 
@@ -60,9 +60,35 @@ class AwsClients:
         return self.client("logs")
 
     def caller(self) -> tuple[str, str]:
-        """(account id, partition) of the credentials in use."""
-        identity = self.client("sts").get_caller_identity()
+        """(account id, partition) of the credentials in use. The first call that needs credentials: a machine
+        without usable ones gets one line saying what to set (AwsSetupError), not botocore's traceback."""
+        from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError, TokenRetrievalError
+
+        try:
+            identity = self.client("sts").get_caller_identity()
+        except (NoCredentialsError, PartialCredentialsError) as exc:
+            raise AwsSetupError([item("credentials", f"{_what(exc)}; {_HOW_TO_SET}")]) from None
+        except TokenRetrievalError as exc:  # an expired SSO session
+            raise AwsSetupError([item("credentials", f"{_what(exc)}; run `aws sso login` and try again")]) from None
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in _REJECTED:
+                raise AwsSetupError([item("credentials", f"AWS rejected the credentials in use ({code}); "
+                                                         f"refresh or replace them: {_HOW_TO_SET}")]) from None
+            raise
         return identity["Account"], identity["Arn"].split(":")[1]
+
+
+_HOW_TO_SET = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), or "
+               "AWS_PROFILE, or run `aws configure` / `aws sso login`; to run on this machine instead, use "
+               "instance_type='local'")
+_REJECTED = ("ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "SignatureDoesNotMatch",
+             "UnrecognizedClientException")
+
+
+def _what(exc: Exception) -> str:
+    text = str(exc).rstrip(".")
+    return text[:1].lower() + text[1:] if text else "no AWS credentials found"
 
 
 def bucket_exists(s3: Any, bucket: str) -> bool:
