@@ -11,7 +11,7 @@ from ..compat import SITE_DIR
 from ..contract.layout import DEFAULT_ROOT
 from ..contract import (MLPaths, build_training_env, read_hyperparameters_raw, read_input_data_config,
                         read_resource_config)
-from ..contract.secrets import REDACTED
+from ..contract.secrets import REDACTED, is_secret_key, redact_argv, redact_mapping
 from .addressing import map_env_value
 from .log_lines import TORCHRUN_PREFIX_TEMPLATE
 
@@ -80,8 +80,36 @@ def process_env(paths: MLPaths, plan: dict[str, Any], host_plan: dict[str, Any],
     return env
 
 
+def recorded_environment(env: dict[str, str], inherited: dict[str, str], job_keys: list[str]) -> dict[str, str]:
+    """What the runtime set or changed plus the job's own variables (``job_keys``), secret values redacted.
+
+    Variables the runtime merely inherited are left out: they are the caller's (AWS credentials, tokens, HOME)
+    and the record outlives the job in the job folder."""
+    out = {k: v for k, v in env.items() if k in job_keys or inherited.get(k) != v}
+    out = redact_mapping(out)  # SECRET_KEY=..., SM_HP_HUB_TOKEN=...
+    for key, field in (("SM_HPS", None), ("SM_TRAINING_ENV", "hyperparameters")):
+        if key in out:
+            try:
+                data = json.loads(out[key])
+                if field is None:
+                    data = redact_mapping(data)
+                else:
+                    data[field] = redact_mapping(data.get(field) or {})
+                out[key] = json.dumps(data, sort_keys=True, separators=(",", ":"))
+            except (ValueError, AttributeError, TypeError):
+                out[key] = REDACTED
+    if "SM_USER_ARGS" in out:
+        try:
+            args = json.loads(out["SM_USER_ARGS"])
+            keys = [a.lstrip("-") for a in args[::2]]
+            out["SM_USER_ARGS"] = json.dumps(redact_argv(args, keys))
+        except (ValueError, AttributeError, TypeError):
+            out["SM_USER_ARGS"] = REDACTED
+    return out
+
+
 def write_environment_file(path: os.PathLike[str] | str, env: dict[str, str]) -> None:
-    """Like the toolkit's /etc/environment, for debugging and tools (0600: it holds the job's secrets)."""
+    """Like the toolkit's /etc/environment, for debugging and tools (0600). Pass recorded_environment(...)."""
     from ..contract import write_json
 
     write_json(path, env, mode=0o600)

@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import MLPaths, decode_hyperparameters, read_hyperparameters_raw, read_resource_config, write_json
+from ..contract.hyperparameters import to_cmd_args
+from ..contract.secrets import (SECRET_HPS_ENV, decode_secret_env, redact_argv, redact_hyperparameters_raw,
+                                restore_argv, secret_hyperparameters)
 from .addressing import HOST_MAP_ENV, map_token, parse_host_map
 from .commands import host_option_indexes, is_mpirun, is_torchrun, mpirun_local, resolve_python, torchrun_with_tee
 from .console import Console
-from .environment import load_plan, process_env, write_environment_file
+from .environment import load_plan, process_env, recorded_environment, write_environment_file
 from .fallback_plan import plan_from_contract
 from .failure import FailureTracker, signal_name, write_failure, write_success
 from .host_isolation import HostIsolation, isolate_host, needed as isolation_needed, scratch_env
@@ -54,6 +57,9 @@ class HostRuntime:
                  host: str | None = None, install: bool = True, environ: dict[str, str] | None = None) -> None:
         self.paths = MLPaths(root)
         self.environ = dict(os.environ if environ is None else environ)
+        # Local mode: the secret hyperparameters' values; only the script gets them (through hyperparameters.json).
+        self._secret_hps = decode_secret_env(self.environ.pop(SECRET_HPS_ENV, None))
+        self._secrets_merged = False
         plan_file = plan_path or self.environ.get("SMDIST_PLAN") or self.paths.plan_file
         if not Path(plan_file).exists():
             # On SageMaker the plan ships inside the code archive (.smdist/launchplan.json): unpack it first.
@@ -113,6 +119,7 @@ class HostRuntime:
         self._isolate()
         self.paths.rsh_file.unlink(missing_ok=True)  # a stale one would send the master's agent to a dead port
         write_json(self.paths.run_dir / "runtime.json", {"pid": os.getpid(), "host": self.host})
+        self._merge_secret_hyperparameters()
         hps = decode_hyperparameters(read_hyperparameters_raw(self.paths.hyperparameters_file))
         submit = hps.get("sagemaker_submit_directory") or self.plan.get("source_dir")
         self.console.say(prepare_code(str(submit) if submit else None, self.paths.code_dir))
@@ -123,10 +130,46 @@ class HostRuntime:
         env = process_env(self.paths, self.plan, self.host_plan, self.environ, self.host_map)
         if self.scratch is not None:
             env.update(scratch_env(self.scratch, mpi_master=self.host_plan["role"] == "mpi_master"))
-        write_environment_file(self.paths.environment_file, env)
+        job_keys = [*(self.plan.get("environment") or {}), *(self.host_plan.get("env") or {})]
+        write_environment_file(self.paths.environment_file, recorded_environment(env, self.environ, job_keys))
         return env
 
+    # ---- secret hyperparameters (contract.secrets) ---------------------------------------------
+    def _merge_secret_hyperparameters(self) -> None:
+        """Local mode: put the real values into this host's hyperparameters.json (0600) for the script."""
+        if not self._secret_hps:
+            return
+        raw = read_hyperparameters_raw(self.paths.hyperparameters_file)
+        raw.update({k: v for k, v in self._secret_hps.items() if k in raw})
+        write_json(self.paths.hyperparameters_file, raw, mode=0o600)
+        self._secrets_merged = True
+
+    def _scrub_secret_hyperparameters(self) -> None:
+        """The job folder outlives the host: leave hyperparameters.json as it was written (values redacted)."""
+        if self._secrets_merged:
+            raw = read_hyperparameters_raw(self.paths.hyperparameters_file)
+            write_json(self.paths.hyperparameters_file, redact_hyperparameters_raw(raw))
+            self._secrets_merged = False
+
+    def _hyperparameter_keys(self) -> list[str]:
+        raw = read_hyperparameters_raw(self.paths.hyperparameters_file)
+        return [*raw, *(self.plan.get("hyperparameters") or {}), *(self.plan.get("sagemaker_hyperparameters") or {})]
+
+    def _with_secrets(self, argv: list[str]) -> list[str]:
+        """The plan's argv holds REDACTED after each secret flag: the values come from hyperparameters.json."""
+        secret = decode_hyperparameters(secret_hyperparameters(read_hyperparameters_raw(self.paths.hyperparameters_file)))
+        args = {k: to_cmd_args({k: v})[1] for k, v in secret.items()}
+        return restore_argv(argv, args) if args else argv
+
+    def shown(self, argv: list[str]) -> list[str]:
+        """argv as logs and failure records may show it."""
+        return redact_argv(argv, self._hyperparameter_keys())
+
     def _argv(self) -> tuple[list[str], LineSplitter]:
+        argv, splitter = self._runnable_argv()
+        return self._with_secrets(argv), splitter
+
+    def _runnable_argv(self) -> tuple[list[str], LineSplitter]:
         argv = resolve_python([str(a) for a in self.host_plan.get("argv") or []])
         if not argv:
             raise ValueError(f"plan host {self.host}: role {self.host_plan['role']!r} needs a non-empty argv")
@@ -148,8 +191,8 @@ class HostRuntime:
                                 self.console.say)
 
     def _run_launcher(self, argv: list[str], env: dict[str, str], splitter: LineSplitter) -> int:
-        self.command = argv
-        self.console.say(f"running: {' '.join(argv)}")
+        self.command = self.shown(argv)  # what logs and failure.json show: secret values redacted
+        self.console.say(f"running: {' '.join(self.command)}")
         with self._worker_lock:
             proc = subprocess.Popen(argv, env=env, cwd=str(self.paths.code_dir), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -296,6 +339,7 @@ class HostRuntime:
             self._cleanup()
             return 0 if code == 0 else 1
         finally:
+            self._scrub_secret_hyperparameters()
             if self.scratch is not None:
                 shutil.rmtree(self.scratch, ignore_errors=True)
             for s, h in old.items():

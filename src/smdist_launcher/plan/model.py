@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 # One definition of "secret", shared with the runtime (which must not import pydantic).
-from ..contract.secrets import REDACTED, is_secret_key
+from ..contract.secrets import REDACTED, is_secret_key, redact_plan
 
 Launcher = Literal["python", "torchrun", "mpirun", "parameter_server"]
 HostRole = Literal["node", "mpi_master", "mpi_worker", "ps"]
@@ -117,15 +117,9 @@ class LaunchPlan(_Model):
         return cls.model_validate(data)
 
 
-def _redact_env(env: dict[str, Any]) -> dict[str, Any]:
-    return {k: (REDACTED if is_secret_key(k) else v) for k, v in env.items()}
-
-
 def _redact(data: dict[str, Any]) -> dict[str, Any]:
-    data = dict(data)
-    data["environment"] = _redact_env(data.get("environment", {}))
-    data["hosts"] = [{**h, "env": _redact_env(h.get("env", {}))} for h in data.get("hosts", [])]
-    return data
+    # env values, hyperparameters and their argv tokens: the one rule of contract.secrets
+    return redact_plan(data)
 
 
 def _sorted(obj: Any) -> Any:

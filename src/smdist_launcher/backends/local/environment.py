@@ -9,6 +9,9 @@ import json
 import os
 import sys
 
+from ...contract import MLPaths, read_hyperparameters_raw, write_json
+from ...contract.config_files import hyperparameters_for
+from ...contract.secrets import SECRET_HPS_ENV, encode_secret_env, redact_hyperparameters_raw, secret_hyperparameters
 from ...plan.model import LaunchPlan
 
 # Set by a launcher we might be running under (torchrun, mpirun, a SageMaker container, another
@@ -47,6 +50,10 @@ def host_environment(
         "SMDIST_CHECKPOINT_DIR": checkpoint_dir,
         "PYTHONUNBUFFERED": "1",
     })
+    # Secret hyperparameters reach the host's runtime only here (hyperparameters.json on disk holds REDACTED).
+    raw = hyperparameters_for(plan.model_dump(mode="json"))
+    if secret_hyperparameters(raw):
+        env[SECRET_HPS_ENV] = encode_secret_env(raw)
     if gpus is None:
         env["CUDA_VISIBLE_DEVICES"] = ""
         env["SMDIST_NUM_GPUS"] = "0"
@@ -54,3 +61,11 @@ def host_environment(
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         env["SMDIST_NUM_GPUS"] = str(len(gpus))
     return env
+
+
+def scrub_host_secrets(paths: MLPaths) -> None:
+    """After the job: no secret hyperparameter value stays in the host's files, even if its runtime was killed
+    before it could take them out itself."""
+    raw = read_hyperparameters_raw(paths.hyperparameters_file)
+    if secret_hyperparameters(raw):
+        write_json(paths.hyperparameters_file, redact_hyperparameters_raw(raw))

@@ -22,7 +22,7 @@ from . import records
 from .addressing import free_port, host_addresses, pick_address_block, split_gpus, visible_gpus
 from .console import JobConsole, console_for
 from .diagnosis import describe_failure, describe_stop
-from .environment import host_environment
+from .environment import host_environment, scrub_host_secrets
 from .jobdir import JobDir, jobs_root as resolve_jobs_root
 from .localize import with_master_port
 from .logs import LogMux
@@ -150,6 +150,8 @@ class LocalJob:
             self._end(records.FAILED, f"internal error: {exc!r}", repr(exc))
         finally:
             restore_signals()
+            for paths in hosts.values():
+                scrub_host_secrets(paths)
             if self._tmp_root is not None:
                 shutil.rmtree(self._tmp_root, ignore_errors=True)
             self.console.close()
