@@ -227,3 +227,29 @@ def test_sighup_when_the_terminal_closes_stops_the_job_in_order(ws):
     from smdist_launcher.backends.local.process_sweep import job_processes
 
     assert job_processes(record["job_id"]) == []
+
+
+def test_stopping_a_hung_job_names_the_ranks_still_running_and_where_they_were_stuck(ws):
+    from smdist_launcher.backends.local import run_job
+    from smdist_launcher.errors import JobFailedError
+
+    fault = ('def stuck_in_named_function():\n    print("entering the hang", flush=True)\n    time.sleep(3600)\n'
+             'if rank == 3:\n    stuck_in_named_function()')
+    plan = ws.plan(ALL_UP_THEN.replace("{fault}", fault), strategy="torch_distributed")  # 2 hosts x 2
+    job = run_job(plan, jobs_root=ws.jobs, logs=False, wait=False)
+    logs = [ws.jobs / plan.job_name / "logs" / f"algo-{i}.log" for i in (1, 2)]
+    _wait_for_lines(logs, ["ready 1", "entering the hang"])
+    job.stop("stopped by Ctrl-C")  # what Ctrl-C does: the same path
+    with pytest.raises(JobFailedError) as failed:
+        job.wait()
+    assert failed.value.status == "Stopped"
+    reason = job.record.failure_reason
+    assert "still running:" in reason and "host algo-2, rank 3" in reason
+    assert "in stuck_in_named_function (train.py:" in reason
+    diagnosis = failed.value.diagnosis
+    assert "Ranks still running when stopped" in diagnosis
+    for rank in (0, 1, 2):  # stuck in the collective, waiting for rank 3: named too, with their own stack
+        assert f"rank {rank} (pid" in diagnosis
+    assert 'in stuck_in_named_function' in diagnosis and "all_reduce" in diagnosis
+    log2 = logs[1].read_text()
+    assert "[algo-2 r3] still running when stopped" in log2 and "stuck_in_named_function" in log2

@@ -76,6 +76,8 @@ def process_env(paths: MLPaths, plan: dict[str, Any], host_plan: dict[str, Any],
         env[BASE_DIR_ENV] = str(paths.root)
     # MPI ranks start in mpirun's cwd (the master's code dir); the compat sitecustomize moves them to their host's.
     env["SMDIST_RANK_CWD"] = str(paths.code_dir)
+    # Ranks register a stack dump there (compat sitecustomize); the launcher asks for it before stopping a hung job.
+    env["SMDIST_STACKS_DIR"] = str(paths.run_dir / "stacks")
     env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = TORCHRUN_PREFIX_TEMPLATE  # our rank parser relies on it
     return env
 

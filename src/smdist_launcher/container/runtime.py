@@ -315,6 +315,8 @@ class HostRuntime:
                         self.master_ssh = MasterSsh(self.paths, self.environ, worker_hosts(self.plan), self.console.say)
                         self.master_ssh.wait_for_workers()
                     argv, splitter = self._argv()
+                    if isinstance(splitter, FixedRankLines) and splitter.rank is not None:
+                        env = {**env, "SMDIST_RANK": str(splitter.rank)}  # a plain script has no RANK variable
                     run = self._run_ps_host if role == "ps" else self._run_launcher
                     code = run(argv, env, splitter)
                     if self.master_ssh is not None:

@@ -98,9 +98,29 @@ def describe_failure(failure_files: dict[str, Path], log_files: dict[str, Path],
     return reason, f"{reason}:\n{body}{where}"
 
 
-def describe_stop(reason: str, log_files: dict[str, Path], lines: int = 5) -> str:
-    """MaxRuntimeExceeded / Stopped: what each host was doing last."""
-    parts = [f"{reason}; every host was stopped. Last lines per host:"]
+STOP_REASON_RANKS = 4
+STACK_LINES = 12
+
+
+def stop_reason(reason: str, stacks: list[Any]) -> str:
+    """The one-line reason of a stopped job, naming the ranks that were still running (stack_dumps.RankStack)."""
+    if not stacks:
+        return reason
+    named = "; ".join(st.describe() for st in stacks[:STOP_REASON_RANKS])
+    more = f" and {len(stacks) - STOP_REASON_RANKS} more" if len(stacks) > STOP_REASON_RANKS else ""
+    return f"{reason}; still running: {named}{more}"
+
+
+def describe_stop(reason: str, log_files: dict[str, Path], stacks: list[Any] | None = None, lines: int = 5) -> str:
+    """MaxRuntimeExceeded / Stopped: which ranks were still running and where each was stuck (their stack
+    dumps, also in the hosts' logs), then what each host printed last."""
+    parts = [f"{reason}; every host was stopped."]
+    if stacks:
+        parts.append("Ranks still running when stopped, and where each was stuck (innermost call first):")
+        for st in stacks:
+            parts.append(f"  {st.describe()}")
+            parts.extend(f"      {line.strip()}" for line in st.dump[:STACK_LINES])
+    parts.append("Last lines per host:")
     for host, path in log_files.items():
         parts.extend(f"  {line}" for line in tail(path, lines))
     return "\n".join(parts)

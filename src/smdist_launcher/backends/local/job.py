@@ -21,12 +21,13 @@ from ...plan.model import LaunchPlan
 from . import records
 from .addressing import free_port, host_addresses, pick_address_block, split_gpus, visible_gpus
 from .console import JobConsole, console_for
-from .diagnosis import describe_failure, describe_stop
+from .diagnosis import describe_failure, describe_stop, stop_reason
 from .environment import host_environment, scrub_host_secrets
 from .jobdir import JobDir, jobs_root as resolve_jobs_root
 from .localize import with_master_port
 from .logs import LogMux
 from .outputs import checkpoint_dir, collect_outputs, restore_checkpoints, save_checkpoints
+from .stack_dumps import RankStack, dump_stacks
 from .staging import local_code_source, stage_channels, stage_code
 from .supervisor import HostLaunch, Interrupted, Outcome, Supervisor, stop_signals_interrupt
 
@@ -121,7 +122,8 @@ class LocalJob:
             launches, hosts = self._prepare()
             self._phase("starting", f"{len(launches)} hosts")
             mux = LogMux({h: self.dir.log_file(h) for h in hosts}, self.console, on_new_rank=self._rank_up)
-            supervisor = Supervisor(self.job_id, launches, mux.on_line, max_run=self.plan.max_run, grace=self.grace)
+            supervisor = Supervisor(self.job_id, launches, mux.on_line, max_run=self.plan.max_run, grace=self.grace,
+                                    ask_stacks=lambda: self._ask_stacks(hosts))
             self._supervisor = supervisor
             if self._stop_reason is not None:  # stop() came during staging
                 supervisor.request_stop(self._stop_reason)
@@ -194,6 +196,10 @@ class LocalJob:
         self.record.local = {"master_port": run_plan.master.port, "tmpdir": str(self._tmp_root)}
         return launches, hosts
 
+    def _ask_stacks(self, hosts: dict[str, MLPaths]) -> list[RankStack]:
+        rank_hosts = {r: h.name for h in self.plan.hosts for r in h.ranks}
+        return dump_stacks(self.job_id, {h: p.run_dir / "stacks" for h, p in hosts.items()}, rank_hosts)
+
     def _running_detail(self) -> str:
         return f"{len(self.plan.hosts)}/{len(self.plan.hosts)} hosts up, {self._ranks_up}/{self.plan.world_size} ranks seen"
 
@@ -220,7 +226,8 @@ class LocalJob:
             reason, self.diagnosis = describe_failure({h: p.failure_json_file for h, p in hosts.items()}, log_files,
                                                       outcome.first_failure)
         elif outcome.status in (records.STOPPED, records.MAX_RUNTIME_EXCEEDED):
-            self.diagnosis = describe_stop(reason, log_files)
+            self.diagnosis = describe_stop(reason, log_files, outcome.stacks)
+            reason = stop_reason(reason, outcome.stacks)
         else:
             self.diagnosis = reason
         self.record.model_data, self.record.output_data = self.model_data, self.output_data

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .process_sweep import kill_job_processes
 from .records import COMPLETED, FAILED, MAX_RUNTIME_EXCEEDED, STOPPED
@@ -45,6 +46,8 @@ class Outcome:
     exit_codes: dict[str, int | None] = field(default_factory=dict)
     first_failure: HostExit | None = None
     reason: str = ""
+    # Stopped / MaxRuntimeExceeded: where each rank still running was stuck (stack_dumps.RankStack)
+    stacks: list[Any] = field(default_factory=list)
 
 
 class Interrupted(Exception):
@@ -60,8 +63,10 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 class Supervisor:
     def __init__(self, job_id: str, launches: list[HostLaunch], on_line: LineSink, *,
-                 max_run: float | None = None, grace: float = 5.0) -> None:
+                 max_run: float | None = None, grace: float = 5.0,
+                 ask_stacks: Callable[[], list[Any]] | None = None) -> None:
         self.job_id = job_id
+        self.ask_stacks = ask_stacks
         self.launches = launches
         self.on_line = on_line
         self.max_run = max_run
@@ -107,10 +112,13 @@ class Supervisor:
         """Block until the job ends; always leaves no process of the job behind."""
         restore = stop_signals_interrupt()
         try:
-            outcome = self._watch()
-        except (KeyboardInterrupt, Interrupted) as exc:
-            what = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else exc.signal_name
-            outcome = Outcome(STOPPED, reason=f"stopped by {what}")
+            try:
+                outcome = self._watch()
+            except (KeyboardInterrupt, Interrupted) as exc:
+                what = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else exc.signal_name
+                outcome = Outcome(STOPPED, reason=f"stopped by {what}")
+            if outcome.status in (STOPPED, MAX_RUNTIME_EXCEEDED):
+                outcome.stacks = self._stacks_of_running_ranks()
         finally:
             restore()
             self.stop()
@@ -136,6 +144,24 @@ class Supervisor:
                 return Outcome(MAX_RUNTIME_EXCEEDED, reason=f"max_run of {self.max_run:g} s exceeded")
             if self._stop_requested.wait(POLL_S):
                 return Outcome(STOPPED, reason=self._stop_reason)
+
+    def _stacks_of_running_ranks(self) -> list[Any]:
+        """Before a hung job is killed: each live rank's stack dump, also written to its host's log."""
+        if self.ask_stacks is None:
+            return []
+        try:
+            stacks = self.ask_stacks()
+        except (KeyboardInterrupt, Interrupted):
+            return []  # asked to stop again: no time for diagnostics
+        except Exception as exc:  # noqa: BLE001 - diagnostics must never keep a job from stopping
+            self.on_line(self.launches[0].host, f"[smdist] could not collect stack dumps: {exc!r}\n".encode())
+            return []
+        for st in stacks:
+            prefix = f"[{st.host} r{st.rank}] "
+            self.on_line(st.host, f"{prefix}still running when stopped (pid {st.pid}); its stacks:\n".encode())
+            for line in st.dump:
+                self.on_line(st.host, f"{prefix}  {line}\n".encode())
+        return stacks
 
     # ---- stop -------------------------------------------------------------------------------------
     def stop(self) -> None:

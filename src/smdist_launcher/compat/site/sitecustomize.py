@@ -41,6 +41,37 @@ def _rank_cwd() -> None:
             pass
 
 
+_stack_file = None
+
+
+def _stack_dumps_on_signal() -> None:
+    """A rank of a job dumps every Python thread's stack when the launcher sends it SIGUSR2 (before it
+    stops a hung job: max_run, Ctrl-C), into $SMDIST_STACKS_DIR/<pid>.txt. faulthandler writes from its C signal
+    handler, so a rank stuck in a collective or in C code still answers. Only processes that know their rank register:
+    torchrun's agent and other helpers are left alone."""
+    global _stack_file
+    folder = _os.environ.get("SMDIST_STACKS_DIR")
+    rank = (_os.environ.get("RANK") or _os.environ.get("OMPI_COMM_WORLD_RANK") or _os.environ.get("SMDIST_RANK"))
+    if not folder or rank is None:
+        return
+    try:
+        import faulthandler
+        import json
+        import signal
+
+        _os.makedirs(folder, exist_ok=True)
+        final = _os.path.join(folder, f"{_os.getpid()}.txt")
+        out = open(final + ".tmp", "w")  # noqa: SIM115 - kept open for the life of the process
+        out.write(json.dumps({"pid": _os.getpid(), "rank": int(rank), "host": _os.environ.get("SMDIST_HOST")}) + "\n")
+        out.flush()
+        faulthandler.register(signal.SIGUSR2, file=out, all_threads=True, chain=False)
+        _os.replace(final + ".tmp", final)  # visible only once the handler is in place: the signal never kills it
+        _stack_file = out
+    except Exception:  # noqa: BLE001 - a diagnostic aid must never stop the user's script
+        return
+
+
 _rank_cwd()
+_stack_dumps_on_signal()
 _install_aliases()
 _chain()
