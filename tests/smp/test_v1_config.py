@@ -27,7 +27,7 @@ def test_seed_parameters_parse() -> None:
     ({"microbatches": 0}, "microbatches"),
     ({"partitions": 2, "pipeline_parallel_degree": 4}, "partitions"),
     ({"pipline_parallel_degree": 2}, "pipline_parallel_degree"),
-    ({"sharded_data_parallel_degree": 2}, "sharded_data_parallel_degree"),
+    ({"sharded_data_parallel_degree": 0}, "sharded_data_parallel_degree"),
 ])
 def test_errors_name_key_path(params: dict, key: str) -> None:
     with pytest.raises(ValidationError) as exc:
@@ -38,3 +38,18 @@ def test_errors_name_key_path(params: dict, key: str) -> None:
 def test_world_must_hold_model_replicas() -> None:
     with pytest.raises(ValidationError, match="must divide the number of processes"):
         check_v1_world(parse_v1({"pipeline_parallel_degree": 2, "tensor_parallel_degree": 2, "ddp": True}), 6)
+
+
+def test_sharded_degree_must_divide_the_replicas() -> None:
+    cfg = parse_v1({"sharded_data_parallel_degree": 2, "tensor_parallel_degree": 2, "ddp": True})
+    check_v1_world(cfg, 8)
+    with pytest.raises(ValidationError, match="must divide the number of model replicas"):
+        check_v1_world(cfg, 6)
+
+
+def test_parameters_without_effect_warn_once() -> None:
+    from smdist_launcher.smp.v1 import notices
+
+    notices._said.discard("param-fp16")
+    with pytest.warns(UserWarning, match="fp16=true has no effect here"):
+        parse_v1({"fp16": True})

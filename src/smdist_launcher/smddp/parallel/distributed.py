@@ -27,5 +27,6 @@ class DistributedDataParallel(nn.parallel.DistributedDataParallel):
         if device_ids is None and not on_cpu and torch.cuda.is_available():
             device_ids = [torch.cuda.current_device()]  # SMDDP placed single-device modules on the current GPU
         super().__init__(module, device_ids=device_ids, output_device=output_device,
-                         broadcast_buffers=broadcast_buffers, process_group=process_group,
+                         # None: torch's default (buffers synced), without its deprecation warning for True
+                         broadcast_buffers=None if broadcast_buffers else False, process_group=process_group,
                          bucket_cap_mb=bucket_cap_mb, **kwargs)

@@ -1,4 +1,8 @@
-"""SMP v1 communication helpers over the v1 groups (objects are pickled, as in SMP)."""
+"""SMP v1 communication helpers over the v1 groups (objects are pickled, as in SMP).
+
+``broadcast`` sends the object point-to-point to every other member of the group, so a receiver's ``recv_from``
+matches either a ``send`` or a ``broadcast`` (SMP's contract: the receiver does not say which one the sender used).
+"""
 from __future__ import annotations
 
 import enum
@@ -33,10 +37,26 @@ DP_GROUP = CommGroup.DP_GROUP
 TP_GROUP = CommGroup.TP_GROUP
 PP_GROUP = CommGroup.PP_GROUP
 RDP_GROUP = CommGroup.RDP_GROUP
+WORLD_RANK = RankType.WORLD_RANK
+MP_RANK = RankType.MP_RANK
+DP_RANK = RankType.DP_RANK
+TP_RANK = RankType.TP_RANK
+PP_RANK = RankType.PP_RANK
+RDP_RANK = RankType.RDP_RANK
+
+
+def _as_group(group: Any) -> CommGroup:
+    if isinstance(group, CommGroup):
+        return group
+    if isinstance(group, RankType):
+        return CommGroup.WORLD if group is RankType.WORLD_RANK else CommGroup(group.value)
+    raise TypeError(f"smp: expected an smp.CommGroup (smp.WORLD, smp.MP_GROUP, smp.DP_GROUP, smp.TP_GROUP, "
+                    f"smp.PP_GROUP, smp.RDP_GROUP), got {group!r}")
 
 
 def process_group(group: CommGroup = CommGroup.WORLD) -> Any:
     topo = state.topo()
+    group = _as_group(group)
     if group is CommGroup.WORLD:
         return dist.group.WORLD
     if group is CommGroup.DP_GROUP:
@@ -44,6 +64,19 @@ def process_group(group: CommGroup = CommGroup.WORLD) -> Any:
     if group is CommGroup.MP_GROUP:
         return topo.group(("pp", "tp"))
     return topo.group(group.value)
+
+
+def group_ranks(group: CommGroup) -> list[int]:
+    """Global ranks of this process's ``group``, in the group's rank order."""
+    pg = process_group(group)
+    return [dist.get_global_rank(pg, i) for i in range(dist.get_world_size(pg))]
+
+
+def _global(rank: int, rank_type: RankType, what: str) -> int:
+    ranks = group_ranks(_as_group(rank_type))
+    if not 0 <= rank < len(ranks):
+        raise ValueError(f"smp.{what}: rank {rank} is out of range for {rank_type} (the group has {len(ranks)} ranks)")
+    return ranks[rank]
 
 
 def barrier(group: CommGroup = CommGroup.WORLD) -> None:
@@ -58,19 +91,26 @@ def mp_barrier() -> None:
     barrier(CommGroup.MP_GROUP)
 
 
+def send(obj: Any, dest_rank: int, rank_type: RankType = RankType.WORLD_RANK) -> None:
+    """Send ``obj`` to ``dest_rank`` (counted in ``rank_type``'s group of this process); returns once received."""
+    dst = _global(dest_rank, rank_type, "send")
+    if dst == dist.get_rank():
+        raise ValueError("smp.send: dest_rank is this process")
+    dist.send_object_list([obj], dst=dst)
+
+
 def broadcast(obj: Any, group: CommGroup = CommGroup.WORLD) -> None:
-    """Send ``obj`` from this rank to the rest of ``group`` (they call recv_from)."""
-    pg = process_group(group)
-    dist.broadcast_object_list([obj], src=dist.get_rank(), group=pg)
+    """Send ``obj`` from this rank to the rest of ``group`` (each calls recv_from)."""
+    me = dist.get_rank()
+    for dst in group_ranks(group):
+        if dst != me:
+            dist.send_object_list([obj], dst=dst)
 
 
 def recv_from(src_rank: int, rank_type: RankType = RankType.WORLD_RANK) -> Any:
-    """Receive what rank ``src_rank`` (counted in ``rank_type``'s group) broadcast."""
-    group = CommGroup.WORLD if rank_type is RankType.WORLD_RANK else CommGroup(rank_type.value)
-    pg = process_group(group)
+    """Receive what rank ``src_rank`` (counted in ``rank_type``'s group) sent or broadcast."""
     holder = [None]
-    src = src_rank if group is CommGroup.WORLD else dist.get_global_rank(pg, src_rank)
-    dist.broadcast_object_list(holder, src=src, group=pg)
+    dist.recv_object_list(holder, src=_global(src_rank, rank_type, "recv_from"))
     return holder[0]
 
 

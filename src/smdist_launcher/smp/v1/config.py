@@ -7,6 +7,7 @@ from typing import Any, Mapping
 from ...contract.smp_parameters import ALL_KEYS
 from ...errors import ErrorItem, ValidationError
 from ..config import KEY_PATH
+from .notices import warn_once
 
 PIPELINES = ("interleaved", "simple")
 PLACEMENTS = ("cluster", "spread")
@@ -54,6 +55,8 @@ def parse_v1(raw: Mapping[str, Any], where: str = KEY_PATH) -> V1Config:
     for key, value in raw.items():
         path = f"{where}.{key}"
         if key in _IGNORED:
+            warn_once(f"param-{key}", f"parameter {key}={value!r} is accepted for compatibility and has no effect "
+                      "in this runtime (docs/compat.md lists each SMP v1 parameter)")
             continue
         if key in _INTS:
             if value is None and key == "active_microbatches":
@@ -77,10 +80,11 @@ def parse_v1(raw: Mapping[str, Any], where: str = KEY_PATH) -> V1Config:
     if values.get("tensor_parallel_degree", 1) > 1 and not values.get("ddp", False):
         errors.append(ErrorItem(f"{where}.ddp", "must be true when tensor_parallel_degree > 1 (as in SMP v1)",
                                 values.get("ddp", False)))
-    if values.get("sharded_data_parallel_degree", 1) > 1:
-        errors.append(ErrorItem(f"{where}.sharded_data_parallel_degree",
-                                "is not supported by this runtime; use SMP v2 (hybrid_shard_degree) for sharding", 
-                                values["sharded_data_parallel_degree"]))
+    for key in ("fp16", "bf16"):
+        if values.get(key):
+            warn_once(f"param-{key}", f"parameter {key}=true has no effect here: the model keeps its own dtype; use "
+                      "torch.autocast (with smp.amp.GradScaler for float16) or build the model in that dtype "
+                      "(smp.model_creation(dtype=...))")
     if errors:
         raise ValidationError(errors)
     return V1Config(**values)
@@ -93,3 +97,9 @@ def check_v1_world(cfg: V1Config, world_size: int, where: str = KEY_PATH) -> Non
             f"{where}.pipeline_parallel_degree",
             f"pipeline_parallel_degree x tensor_parallel_degree = {mp} must divide the number of processes "
             f"({world_size})", cfg.pipeline_parallel_degree)])
+    sdp = cfg.sharded_data_parallel_degree
+    if sdp > 1 and (world_size // mp) % sdp:
+        raise ValidationError([ErrorItem(
+            f"{where}.sharded_data_parallel_degree",
+            f"must divide the number of model replicas ({world_size // mp} = {world_size} processes / "
+            f"(pipeline_parallel_degree x tensor_parallel_degree = {mp}))", sdp)])

@@ -1,7 +1,8 @@
 """``smp.DistributedModel``: places the model, applies tensor parallelism, runs pipeline-parallel steps."""
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -10,9 +11,12 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 
 from .. import teardown
 from ..process_group import current_device
+from ..delayed_param import materialize
+from .notices import warn_once
+from .partition import manual_split_points
 from .pipeline import PipelineRuntime, build_pipeline
 from .state import state
-from .tensor_parallel import apply_tensor_parallelism, marked_names
+from .tensor_parallel import apply_tensor_parallelism, marked_names, replace_registered
 
 
 class _CapturedCall(Exception):
@@ -25,22 +29,57 @@ class _CapturedCall(Exception):
 class DistributedModel(nn.Module):
     """Wrap the user's model (SMP v1). Use it in place of the model for the rest of the script."""
 
-    def __init__(self, module: nn.Module, trace_device: str = "gpu", overlapping_allreduce: bool = True,
-                 backward_passes_per_step: int = 1, average_grads_across_microbatches: bool = True,
-                 **_: Any) -> None:
+    def __init__(self, module: nn.Module, trace_device: str = "gpu", trace_execution_times: bool = False,
+                 overlapping_allreduce: bool = True, backward_passes_per_step: int = 1,
+                 average_grads_across_microbatches: bool = True, bucket_cap_mb: int = 25,
+                 trace_memory_usage: bool = False, broadcast_buffers: bool = True,
+                 gradient_as_bucket_view: bool = False, **unknown: Any) -> None:
         super().__init__()
+        _warn_unused_arguments(trace_execution_times=trace_execution_times, overlapping_allreduce=overlapping_allreduce,
+                               backward_passes_per_step=backward_passes_per_step, bucket_cap_mb=bucket_cap_mb,
+                               trace_memory_usage=trace_memory_usage, gradient_as_bucket_view=gradient_as_bucket_view,
+                               **unknown)
+        if trace_device not in ("gpu", "cpu"):
+            raise ValueError(f"smp.DistributedModel: trace_device={trace_device!r}; use 'gpu' or 'cpu'")
         topo = state.topo()
         self.device = current_device()
+        replace_registered(module)
+        if any(p.is_meta for p in module.parameters()) or any(b.is_meta for b in module.buffers()):
+            materialize(module, self.device)  # smp.delay_param_initialization: initialize now, on the device
         self.module = module.to(self.device)
         self.average_grads_across_microbatches = average_grads_across_microbatches
+        self.broadcast_buffers = broadcast_buffers
         self._tp_names = marked_names(module)
         self._pipeline: PipelineRuntime | None = None
         self._mode = "plain"  # "capture" | "loss" during pipeline steps
         self._mb_output: Any = None
         self._mb_loss: torch.Tensor | None = None
+        self._post_partition_hooks: dict[int, Callable] = {}
+        self.partitioned = False
         if topo.pp == 1:
             state.param_remap.update(apply_tensor_parallelism(self.module, self._tp_names, topo.mesh["tp"]))
+            self._after_partition()
         state.model = self
+
+    def _after_partition(self) -> None:
+        """Start every replica from the first one's weights (SMP broadcasts at partition time), run the hooks,
+        then apply a checkpoint resume_from_checkpoint read earlier."""
+        self.partitioned = True
+        broadcast_from_first_replica(list(self.local_parameters()) + list(self.local_buffers()))
+        for hook in list(self._post_partition_hooks.values()):
+            hook(self, state.optimizer)
+        if state.pending_resume is not None:
+            from .checkpoint_files import apply_pending_resume
+
+            apply_pending_resume()
+
+    def register_post_partition_hook(self, hook: Callable) -> Any:
+        """``hook(model, optimizer)`` runs once the model is partitioned (at once if it already is)."""
+        key = len(self._post_partition_hooks)
+        self._post_partition_hooks[key] = hook
+        if self.partitioned:
+            hook(self, state.optimizer)
+        return _RemovableHandle(self._post_partition_hooks, key)
 
     # --- plain use -------------------------------------------------------------------------
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -52,16 +91,90 @@ class DistributedModel(nn.Module):
             raise RuntimeError("smp: with pipeline_parallel_degree > 1 call the model inside an @smp.step function")
         return self.module(*args, **kwargs)
 
-    def backward(self, loss: torch.Tensor) -> None:
-        """Call inside @smp.step instead of loss.backward()."""
+    def backward(self, tensors: Any, grad_tensors: Any = None) -> None:
+        """Call inside @smp.step instead of loss.backward() / torch.autograd.backward(tensors, grad_tensors)."""
         if self._mode == "loss":
-            self._mb_loss = loss  # the pipeline schedule runs backward
+            if grad_tensors is not None:
+                raise NotImplementedError("smp: model.backward(outputs, grad_tensors) is not supported with "
+                                          "pipeline_parallel_degree > 1 here; call model.backward(loss) with a scalar loss")
+            self._mb_loss = tensors  # the pipeline schedule runs backward
             return
         scale = 1.0 / state.cfg.microbatches if self.average_grads_across_microbatches else 1.0
-        (loss * scale).backward()
+        if grad_tensors is None:
+            (tensors * scale).backward()
+        else:
+            grads = [g * scale for g in grad_tensors] if isinstance(grad_tensors, (list, tuple)) else grad_tensors * scale
+            torch.autograd.backward(tensors, grads)
 
+    # --- what this rank holds ------------------------------------------------------------------
     def local_modules(self) -> list[nn.Module]:
         return self._pipeline.modules if self._pipeline is not None else [self.module]
+
+    def local_named_modules(self) -> Iterator[tuple[str, nn.Module]]:
+        for m in self.local_modules():
+            yield from m.named_modules()
+
+    def local_named_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
+        for m in self.local_modules():
+            yield from m.named_parameters()
+
+    def local_parameters(self) -> Iterator[nn.Parameter]:
+        for _, p in self.local_named_parameters():
+            yield p
+
+    def local_named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
+        for m in self.local_modules():
+            yield from m.named_buffers()
+
+    def local_buffers(self) -> Iterator[torch.Tensor]:
+        for _, b in self.local_named_buffers():
+            yield b
+
+    def distributed_modules(self) -> Iterator[nn.Module]:
+        """The tensor-parallel modules (their parameters are split over the tp group)."""
+        for _, m in self.local_named_modules():
+            if any(isinstance(p, DTensor) for p in m.parameters(recurse=False)):
+                yield m
+
+    def is_distributed_parameter(self, param: torch.Tensor) -> bool:
+        return isinstance(param, DTensor)
+
+    def is_distributed_buffer(self, buf: torch.Tensor) -> bool:
+        return isinstance(buf, DTensor)
+
+    # A distributed module works on the tp group's whole batch ("scaled batch"), so its parameters reduce over rdp.
+    is_scaled_batch_parameter = is_distributed_parameter
+    is_scaled_batch_buffer = is_distributed_buffer
+
+    def default_reducer_named_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
+        """Parameters all-reduced over the DP_GROUP."""
+        return ((n, p) for n, p in self.local_named_parameters() if not isinstance(p, DTensor))
+
+    def scaled_batch_reducer_named_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
+        """Parameters all-reduced over the RDP_GROUP."""
+        return ((n, p) for n, p in self.local_named_parameters() if isinstance(p, DTensor))
+
+    def cpu(self) -> nn.Module:  # type: ignore[override]
+        """The full model on the CPU (tensor-parallel shards gathered; with pipeline stages, this rank's stages)."""
+        with torch.no_grad():
+            for m in self.local_modules():
+                for name, p in list(m.named_parameters()):
+                    full = p.full_tensor() if isinstance(p, DTensor) else p.detach()
+                    _set(m, name, nn.Parameter(full.cpu(), requires_grad=p.requires_grad))
+                for name, b in list(m.named_buffers()):
+                    _set(m, name, (b.full_tensor() if isinstance(b, DTensor) else b).cpu())
+        return self
+
+    @contextlib.contextmanager
+    def join(self, *args: Any, **kwargs: Any) -> Iterator[None]:
+        """Uneven inputs: not supported here; every rank must run the same number of steps."""
+        raise NotImplementedError("smp.DistributedModel.join(): uneven inputs across ranks are not supported here; "
+                                  "give every rank the same number of batches (e.g. DistributedSampler(drop_last=True))")
+        yield  # pragma: no cover
+
+    def register_comm_hook(self, state_: Any, hook: Callable) -> None:
+        raise NotImplementedError("smp.DistributedModel.register_comm_hook(): gradients are averaged by "
+                                  "DistributedOptimizer.step() here (no DDP reducer to hook into); not supported")
 
     def local_state_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -129,6 +242,7 @@ class DistributedModel(nn.Module):
             self._pipeline = self._build_pipeline(inputs[0], loss_fn)
             # Its stages hold the pp process group, which must go before the interpreter finalizes.
             teardown.release_at_exit(self, _drop_pipeline)
+            self._after_partition()
         self._pipeline.schedule._loss_fn = loss_fn  # the step body (and its closure) changes per call
         full = tuple(torch.cat([mb[j] for mb in inputs]).to(self.device) for j in range(len(inputs[0])))
         mb_ids = torch.arange(len(mbs), device=self.device).reshape(len(mbs), 1)
@@ -164,7 +278,7 @@ class DistributedModel(nn.Module):
 
         return build_pipeline(self.module, tuple(t.to(self.device) for t in example), topo.pp_rank, topo.pp,
                               state.cfg.microbatches, state.cfg.pipeline, self.device, topo.group("pp"),
-                              loss_fn, prepare)
+                              loss_fn, prepare, manual_points=manual_split_points(self.module))
 
     def parameters(self, recurse: bool = True):  # type: ignore[override]
         if self._pipeline is None:
@@ -172,6 +286,53 @@ class DistributedModel(nn.Module):
             return
         for m in self._pipeline.modules:
             yield from m.parameters(recurse)
+
+
+class _RemovableHandle:
+    def __init__(self, hooks: dict[int, Callable], key: int) -> None:
+        self._hooks, self._key = hooks, key
+
+    def remove(self) -> None:
+        self._hooks.pop(self._key, None)
+
+
+def _set(module: nn.Module, dotted: str, value: Any) -> None:
+    parent, _, leaf = dotted.rpartition(".")
+    owner = module.get_submodule(parent) if parent else module
+    if isinstance(value, nn.Parameter):
+        owner._parameters[leaf] = value
+    else:
+        owner._buffers[leaf] = value
+
+
+_NO_EFFECT_DEFAULTS = {"trace_execution_times": False, "overlapping_allreduce": True, "backward_passes_per_step": 1,
+                       "bucket_cap_mb": 25, "trace_memory_usage": False, "gradient_as_bucket_view": False}
+
+
+def _warn_unused_arguments(**given: Any) -> None:
+    for key, value in given.items():
+        if key not in _NO_EFFECT_DEFAULTS:
+            warn_once(f"dm-{key}", f"DistributedModel({key}=...) is not an SMP v1 argument; it has no effect here")
+        elif value != _NO_EFFECT_DEFAULTS[key]:
+            warn_once(f"dm-{key}", f"DistributedModel({key}={value!r}) tunes SMP's tracer / DDP reducer; it has no "
+                      "effect here (gradients are averaged once per step by DistributedOptimizer.step())")
+
+
+@torch.no_grad()
+def broadcast_from_first_replica(tensors: list[torch.Tensor]) -> None:
+    """Replicated tensors from dp rank 0 over the dp group; tensor-parallel shards from rdp rank 0 over rdp."""
+    topo = state.topo()
+    if topo.dp == 1:
+        return
+    plain = [t for t in tensors if not isinstance(t, DTensor)]
+    split = [t.to_local() for t in tensors if isinstance(t, DTensor)]
+    for items, dims in ((plain, topo.dp_dims), (split, "rdp")):
+        group = topo.group(dims)
+        if not items or dist.get_world_size(group) == 1:
+            continue
+        src = dist.get_global_rank(group, 0)
+        for t in items:
+            dist.broadcast(t.data, src=src, group=group)
 
 
 def _drop_pipeline(model: DistributedModel) -> None:

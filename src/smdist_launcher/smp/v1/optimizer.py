@@ -8,6 +8,7 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 from torch.optim import Optimizer
 
+from .notices import warn_once
 from .state import state
 
 
@@ -53,9 +54,14 @@ def synchronize_gradients(params: list[torch.Tensor]) -> None:
 class DistributedOptimizer:
     """Wraps a torch optimizer built over ``DistributedModel.parameters()``."""
 
-    def __init__(self, optimizer: Optimizer, static_loss_scale: float = 1.0, dynamic_loss_scale: bool = False,
-                 **_: Any) -> None:
+    def __init__(self, optimizer: Optimizer, static_loss_scale: float | None = 1.0, dynamic_loss_scale: bool = False,
+                 **dynamic_loss_args: Any) -> None:
+        if static_loss_scale not in (1.0, None) or dynamic_loss_scale or dynamic_loss_args:
+            warn_once("opt-loss-scale", "DistributedOptimizer(static_loss_scale/dynamic_loss_scale/dynamic_loss_args) "
+                      "configure SMP's fp16 optimizer; they have no effect here (no loss scaling is applied): "
+                      "use smp.amp.GradScaler for loss scaling")
         self.optimizer = optimizer
+        state.optimizer = self
 
     def _remap_params(self) -> None:
         """Parameters replaced by pipeline partitioning / TP after the optimizer was built."""
@@ -81,7 +87,20 @@ class DistributedOptimizer:
         return self.optimizer.state_dict()
 
     def load_state_dict(self, sd: dict[str, Any]) -> None:
+        """Takes a state saved from this layout (smp.save stores tensor-parallel state as local shards)."""
+        self._remap_params()
+        sd = {k: v for k, v in sd.items() if k != "_smp_is_partial"}
         self.optimizer.load_state_dict(sd)
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                if not isinstance(p, DTensor) or p not in self.optimizer.state:
+                    continue
+                local = p.to_local()
+                per_param = self.optimizer.state[p]
+                for key, value in per_param.items():
+                    if isinstance(value, torch.Tensor) and not isinstance(value, DTensor) and value.shape == local.shape:
+                        per_param[key] = DTensor.from_local(value.to(local.device), p.device_mesh, p.placements,
+                                                            shape=p.shape, stride=p.stride())
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.optimizer, name)

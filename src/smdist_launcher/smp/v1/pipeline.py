@@ -47,12 +47,13 @@ class PipelineRuntime:
 
 def build_pipeline(module: nn.Module, example_args: tuple, pp_rank: int, pp_size: int, microbatches: int,
                    kind: str, device: torch.device, group: Any, loss_fn: Callable,
-                   prepare_stage: Callable[[nn.Module], None]) -> PipelineRuntime:
-    interleave = (kind == "interleaved" and microbatches % pp_size == 0
+                   prepare_stage: Callable[[nn.Module], None],
+                   manual_points: list[str] | None = None) -> PipelineRuntime:
+    interleave = (manual_points is None and kind == "interleaved" and microbatches % pp_size == 0
                   and len(list(module.named_children())) >= 2 * pp_size)
     per_rank = 2 if interleave else 1
     n_stages = pp_size * per_rank
-    points = balanced_split_points(module, n_stages)
+    points = manual_points if manual_points is not None else balanced_split_points(module, n_stages)
     pipe = pipeline(module, mb_args=example_args, split_spec={p: SplitPoint.BEGINNING for p in points})
     indices = [pp_rank + k * pp_size for k in range(per_rank)]
     modules, stages = [], []

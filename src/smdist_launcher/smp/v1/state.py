@@ -13,6 +13,11 @@ class V1State:
     cfg: V1Config = field(default_factory=V1Config)
     topology: Topology | None = None
     model: Any = None  # the DistributedModel (SMP v1 supports one per process)
+    optimizer: Any = None  # the DistributedOptimizer (save_checkpoint / resume_from_checkpoint use both)
+    # id(module) -> pipeline partition, from smp.partition() / smp.set_partition() (manual partitioning)
+    partition_marks: dict[int, int] = field(default_factory=dict)
+    # a checkpoint read by resume_from_checkpoint before the model existed / was partitioned
+    pending_resume: Any = None
     # id(module) of modules marked for tensor parallelism, with their keyword options
     tp_marks: dict[int, dict[str, Any]] = field(default_factory=dict)
     # id(old parameter) -> new parameter, when partitioning or TP replaced parameters after the
