@@ -77,7 +77,7 @@ def test_request_is_what_sagemaker_would_receive(sagemaker_job: Path, capsys: py
     assert request["TrainingJobName"] == "req-test"
     assert request["RoleArn"] == "arn:aws:iam::111122223333:role/Train"
     assert request["AlgorithmSpecification"]["TrainingImage"] == (
-        "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311")
+        "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:2.3-gpu-py311")
     assert request["ResourceConfig"] == {"VolumeSizeInGB": 30, "InstanceCount": 2, "InstanceType": "ml.p4d.24xlarge"}
     assert request["HyperParameters"]["sagemaker_region"] == '"eu-west-1"'
     assert request["HyperParameters"]["sagemaker_submit_directory"] == (

@@ -11,6 +11,7 @@ from ..spec.estimator_args import EstimatorArgs
 from ..spec.inputs import normalize_inputs
 from ..spec.resolve import default_job_name, resolve
 from ..spec.rules.context import cluster_of
+from ..spec.sdk_objects import plain_arguments
 from ..spec.validate import validate_args
 from .job_names import name_from_base
 
@@ -31,7 +32,7 @@ class FrameworkEstimator:
         _REGISTRY[cls.framework] = cls
 
     def __init__(self, entry_point: str | None = None, **kwargs: Any) -> None:
-        args = dict(kwargs)
+        args = plain_arguments(kwargs)  # the SDK's InstanceGroup / TensorBoardOutputConfig objects, read by shape
         if entry_point is not None:
             args["entry_point"] = entry_point
         spec = validate_args(self.framework, args)

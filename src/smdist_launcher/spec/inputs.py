@@ -11,6 +11,7 @@ from ..errors import ErrorItem, ValidationError
 from ..plan.model import Channel
 from .catalog import is_local
 from .error_items import from_pydantic, item, join_path, show
+from .sdk_objects import plain_inputs
 from .strict_model import SpecModel
 
 DEFAULT_CHANNEL = "training"
@@ -26,6 +27,7 @@ class ChannelSpec(SpecModel):
 
 
 def _as_mapping(inputs: Any) -> Any:
+    inputs = plain_inputs(inputs)  # the SDK's TrainingInput, alone or as a channel value
     if isinstance(inputs, str):
         return {DEFAULT_CHANNEL: {"uri": inputs}}
     if isinstance(inputs, dict):

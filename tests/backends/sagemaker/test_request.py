@@ -22,7 +22,7 @@ def test_request_by_value(kwargs: dict[str, Any]) -> None:
     assert request == {
         "TrainingJobName": "job-1",
         "AlgorithmSpecification": {
-            "TrainingImage": "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.3.0-gpu-py311",
+            "TrainingImage": "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.3-gpu-py311",
             "TrainingInputMode": "File", "EnableSageMakerMetricsTimeSeries": True},
         "RoleArn": ROLE,
         "HyperParameters": {**plan.sagemaker_hyperparameters,

@@ -60,7 +60,7 @@ def test_fit_submits_uploads_and_completes(aws: str, kwargs: dict[str, Any], cap
     assert [c["ChannelName"] for c in described["InputDataConfig"]] == ["train"]
     assert described["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] == "s3://data-bucket/train"
     assert described["ResourceConfig"] == {"VolumeSizeInGB": 30, "InstanceCount": 2, "InstanceType": "ml.p4d.24xlarge"}
-    assert described["AlgorithmSpecification"]["TrainingImage"].endswith("/pytorch-training:2.3.0-gpu-py311")
+    assert described["AlgorithmSpecification"]["TrainingImage"].endswith("/pytorch-training:2.3-gpu-py311")
     out = capsys.readouterr().out
     assert f"uploaded code to {submit}" in out and "hf-secret" not in out
 
@@ -80,7 +80,9 @@ def test_logs_are_streamed_per_host(aws: str, kwargs: dict[str, Any], capsys: py
 
     out_bucket = _unique("out")
     boto3.client("s3").create_bucket(Bucket=out_bucket)  # a user's output bucket is never created for them
-    PyTorch(**{**kwargs, "role": "Train", "output_path": f"s3://{out_bucket}/runs"}).fit(
+    role = _unique("Train")
+    boto3.client("iam").create_role(RoleName=role, Path="/service-role/", AssumeRolePolicyDocument="{}")
+    PyTorch(**{**kwargs, "role": role, "output_path": f"s3://{out_bucket}/runs"}).fit(
         "s3://data-bucket/train", job_name=job_name)
 
     out = capsys.readouterr().out.splitlines()
@@ -88,7 +90,8 @@ def test_logs_are_streamed_per_host(aws: str, kwargs: dict[str, Any], capsys: py
         ["[algo-1] epoch 1 loss 0.5", "[algo-1] epoch 2 loss 0.25", "[algo-2] worker ready"]
     assert f"[smdist] {job_name}: Completed" in out
     described = boto3.client("sagemaker").describe_training_job(TrainingJobName=job_name)
-    assert described["RoleArn"] == f"arn:aws:iam::{MOTO_ACCOUNT}:role/Train"  # role name expanded with STS's account
+    # a role name is looked up in IAM (GetRole), so its path stays
+    assert described["RoleArn"] == f"arn:aws:iam::{MOTO_ACCOUNT}:role/service-role/{role}"
     assert described["OutputDataConfig"]["S3OutputPath"] == f"s3://{out_bucket}/runs"
 
 
@@ -100,6 +103,16 @@ def test_missing_user_bucket_is_reported_before_the_upload(aws: str, kwargs: dic
     sagemaker = boto3.client("sagemaker")
     with pytest.raises(sagemaker.exceptions.ClientError):
         sagemaker.describe_training_job(TrainingJobName=job_name)  # no job was created
+
+
+def test_unknown_role_name_is_reported_before_the_upload(aws: str, kwargs: dict[str, Any]) -> None:
+    job_name = _unique("pt-norole")
+    with pytest.raises(ValidationError) as info:
+        PyTorch(**{**kwargs, "role": "NoSuchRoleHere"}).fit("s3://data-bucket/train", job_name=job_name)
+    assert [e.path for e in info.value.errors] == ["role"] and "no IAM role named 'NoSuchRoleHere'" in str(info.value)
+    s3 = boto3.client("s3")
+    if any(b["Name"] == DEFAULT_BUCKET for b in s3.list_buckets()["Buckets"]):
+        assert s3.list_objects_v2(Bucket=DEFAULT_BUCKET, Prefix=job_name).get("KeyCount", 0) == 0  # nothing uploaded
 
 
 def test_log_tail_emits_only_new_lines(aws: str) -> None:

@@ -8,6 +8,7 @@ from ...plan.model import LaunchPlan
 from ...spec.catalog import is_local, lookup
 from ...spec.error_items import item, join_path, show
 from ...spec.estimator_args import EstimatorArgs
+from ...spec.image_catalog import NoImage
 from .images import default_image_uri
 
 # CreateTrainingJob limits (API reference): exceeding them fails the call after the code upload.
@@ -27,14 +28,20 @@ _NOT_FORWARDED = {
 }
 
 
-def _code(plan: LaunchPlan, args: EstimatorArgs) -> list[ErrorItem]:
+def _code(plan: LaunchPlan, args: EstimatorArgs, region: str | None) -> list[ErrorItem]:
     out = []
     if args.role is None:
         out.append(item("role", f"is required to run on SageMaker ({plan.instance_type}): give the IAM execution role "
                                 "ARN (arn:aws:iam::<account>:role/<name>) or a role name"))
-    if not args.image_uri and default_image_uri(args, plan.framework, lookup(plan.instance_type), "us-east-1") is None:
-        out.append(item("image_uri", "no training image can be derived from the framework and versions; "
-                                     "give image_uri (the ECR image URI of your training container)"))
+    if not args.image_uri:
+        try:
+            uri = default_image_uri(args, plan.framework, lookup(plan.instance_type), region or "us-east-1", plan.strategy)
+        except NoImage as missing:
+            out.append(item(missing.key, missing.message, missing.value))
+        else:
+            if uri is None:
+                out.append(item("image_uri", "no training image can be derived from the framework and versions; "
+                                             "give image_uri (the ECR image URI of your training container)"))
     for key, why in _NOT_FORWARDED.items():
         value = getattr(args, key)
         if value:
@@ -96,15 +103,15 @@ def _limits(plan: LaunchPlan, reserved_env: int) -> list[ErrorItem]:
     ]
 
 
-def problems(plan: LaunchPlan, args: EstimatorArgs, *, reserved_env: int = 1) -> list[ErrorItem]:
+def problems(plan: LaunchPlan, args: EstimatorArgs, *, reserved_env: int = 1, region: str | None = None) -> list[ErrorItem]:
     if is_local(plan.instance_type):
         return [item("instance_type", "local instance types run on this machine (backends.local), not on SageMaker",
                      plan.instance_type)]
-    return [*_code(plan, args), *_channels(plan, args), *_limits(plan, reserved_env)]
+    return [*_code(plan, args, region), *_channels(plan, args), *_limits(plan, reserved_env)]
 
 
-def check(plan: LaunchPlan, args: EstimatorArgs, *, reserved_env: int = 1) -> None:
+def check(plan: LaunchPlan, args: EstimatorArgs, *, reserved_env: int = 1, region: str | None = None) -> None:
     """Raise ValidationError with every problem that would make the job fail to start."""
-    found = problems(plan, args, reserved_env=reserved_env)
+    found = problems(plan, args, reserved_env=reserved_env, region=region)
     if found:
         raise ValidationError(found)

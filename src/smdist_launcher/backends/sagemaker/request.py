@@ -27,6 +27,8 @@ LAUNCHER_ENV = {PLAN_ENV: f"{CONTAINER_CODE_DIR}/{PLAN_IN_ARCHIVE}"}
 CODE_CHANNEL = "code"
 ISOLATED_SUBMIT_DIRECTORY = f"/opt/ml/input/data/{CODE_CHANNEL}/{SUBMIT_ARCHIVE}"
 MODEL_CONTENT_TYPE = "application/x-sagemaker-model"
+LOG_LEVEL_KEY = "sagemaker_container_log_level"
+_MPI_STRATEGIES = frozenset({"mpi", "smp_v1"})  # the SDK gives MPI jobs model_dir=/opt/ml/model
 
 
 @dataclass(frozen=True)
@@ -39,29 +41,46 @@ class JobTarget:
     submit_uri: str    # s3://.../sourcedir.tar.gz (uploaded, or the user's s3:// source_dir)
 
 
-def target_for(plan: LaunchPlan, args: EstimatorArgs, *, region: str, account: str, partition: str = "aws") -> JobTarget:
-    """Default bucket, output path and code location as the SageMaker SDK chooses them."""
+def target_for(plan: LaunchPlan, args: EstimatorArgs, *, region: str, account: str, partition: str = "aws",
+               role: str | None = None) -> JobTarget:
+    """Default bucket, output path and code location as the SageMaker SDK chooses them.
+
+    role: the role's ARN when already known (IAM GetRole keeps a role's path); else built from its name."""
     assert args.role is not None  # preflight.check() reports a missing role
     output = output_path(args.output_path, default_bucket(region, account))
     if args.source_dir and args.source_dir.startswith("s3://"):
         code = args.source_dir
     else:
         code = submit_uri(plan.job_name, code_location=args.code_location, output=output)
-    return JobTarget(region=region, role_arn=role_arn(args.role, account, partition), output_path=output, submit_uri=code)
+    return JobTarget(region=region, role_arn=role or role_arn(args.role, account, partition), output_path=output,
+                     submit_uri=code)
 
 
 def image_uri(plan: LaunchPlan, args: EstimatorArgs, region: str) -> str:
-    uri = args.image_uri or default_image_uri(args, plan.framework, lookup(plan.instance_type), region)
+    uri = args.image_uri or default_image_uri(args, plan.framework, lookup(plan.instance_type), region, plan.strategy)
     if uri is None:  # preflight.check() reports it with the key path
         raise ValueError("image_uri is required: no training image can be derived")
     return uri
 
 
+def _model_dir(plan: LaunchPlan, args: EstimatorArgs, target: JobTarget) -> dict[str, str]:
+    """TensorFlow without output_path: the SDK's model_dir is under the default bucket (parameter-server and MWMS hosts
+    share it), which only the submission knows; the pure plan says /opt/ml/model."""
+    if plan.framework != "tensorflow" or args.output_path or "model_dir" in (args.hyperparameters or {}):
+        return {}
+    if getattr(args, "model_dir", None) is not None or plan.strategy in _MPI_STRATEGIES:
+        return {}
+    return {"model_dir": json.dumps(f"{target.output_path.rstrip('/')}/{plan.job_name}/model")}
+
+
 def hyperparameters(plan: LaunchPlan, args: EstimatorArgs, target: JobTarget) -> dict[str, str]:
     submit = ISOLATED_SUBMIT_DIRECTORY if args.enable_network_isolation else target.submit_uri
-    return {**plan.sagemaker_hyperparameters,
-            "sagemaker_submit_directory": json.dumps(submit),
-            "sagemaker_region": json.dumps(target.region)}
+    out = {**plan.sagemaker_hyperparameters, **_model_dir(plan, args, target),
+           "sagemaker_submit_directory": json.dumps(submit),
+           "sagemaker_region": json.dumps(target.region)}
+    if args.container_log_level is not None:  # the SDK sends the estimator's level (default logging.INFO = 20)
+        out[LOG_LEVEL_KEY] = json.dumps(args.container_log_level)
+    return out
 
 
 def _s3_channel(name: str, uri: str, *, distribution: str = "FullyReplicated") -> dict[str, Any]:

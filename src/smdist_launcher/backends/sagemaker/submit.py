@@ -18,6 +18,7 @@ from .aws import AwsClients, check_buckets, ensure_bucket, resolve_region
 from .locations import SUBMIT_ARCHIVE, default_bucket, split_s3
 from .logs import LogTail
 from .request import LAUNCHER_ENV, JobTarget, build_request, plan_for_container, target_for
+from .roles import resolve_role
 from .status import SageMakerJob, check_outcome, is_terminal, job_from_description
 from .upload import archive_members, upload_archive, write_archive
 
@@ -87,13 +88,17 @@ def run_job(plan: LaunchPlan, *, estimator: Any, wait: bool = True, logs: Any = 
             poll_interval_s: float | None = None, emit: Callable[[str], None] = _say) -> SageMakerJob:
     """Run the plan as a SageMaker training job. Returns the job (model_data set once it completed)."""
     args = estimator.spec
-    preflight.check(plan, args, reserved_env=len(LAUNCHER_ENV))
+    preflight.check(plan, args, reserved_env=len(LAUNCHER_ENV), region=args.region)
     region = resolve_region(args.region)
+    if region != args.region:
+        preflight.check(plan, args, reserved_env=len(LAUNCHER_ENV), region=region)  # images differ by region
     members = _code_members(estimator)
 
     clients = AwsClients(region)
     account, partition = clients.caller()
-    target = target_for(plan, args, region=region, account=account, partition=partition)
+    assert args.role is not None  # preflight.check() reports a missing role
+    role = resolve_role(clients.client("iam"), args.role, account, partition)
+    target = target_for(plan, args, region=region, account=account, partition=partition, role=role)
     request = build_request(plan, args, target)
     _prepare_buckets(clients, args, target, default_bucket(region, account), uploads=members is not None)
     if members is not None:

@@ -6,6 +6,14 @@ from collections.abc import Iterator
 from ...errors import ErrorItem
 from ..error_items import item
 from .context import RuleContext
+from .instances import STRATEGY_KEY
+
+# AWS's SMDDP support table documents P4d/P4de (and p3dn for AllReduce); the SDK refuses P5 for smdistributed
+# without torch_distributed ("SMModelParallel and SMDataParallel currently do not support p5 instances").
+SMDDP_INSTANCE_TYPES = ("ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge")
+# DLC images built without SMDDP/SMP binaries (the SDK's UNSUPPORTED_DLC_IMAGE_FOR_SM_PARALLELISM)
+IMAGES_WITHOUT_SMDISTRIBUTED = ("2.0.1-gpu-py310-cu121",)
+_SMDDP = {"smddp": "smdistributed.dataparallel", "pytorchddp": "pytorchddp (runs SMDDP)"}
 
 _PT = frozenset({"pytorchddp", "torch_distributed", "smdistributed", "mpi", "pytorchxla", "instance_groups"})
 _TF = frozenset({"parameter_server", "mpi", "smdistributed", "multi_worker_mirrored_strategy", "instance_groups"})
@@ -21,8 +29,31 @@ _WHY = {
 }
 
 
+def _smdistributed(ctx: RuleContext) -> Iterator[ErrorItem]:
+    """SMDDP / SMP v1 need instances and images that ship the libraries (local mode runs our own smddp/smp)."""
+    strategy, info = ctx.launch.strategy, ctx.instance
+    if strategy not in ("smddp", "pytorchddp", "smp_v1"):
+        return
+    image = ctx.args.image_uri or ""
+    for bad in IMAGES_WITHOUT_SMDISTRIBUTED:
+        if bad in image:
+            yield item("image_uri", f"this image ({bad}) ships without SMDDP and SMP; use another PyTorch image "
+                                    "(e.g. 2.0.1-gpu-py310 or 2.1+) or torch_distributed", image)
+    if info is None or info.local or not info.gpus:
+        return  # no-GPU and Trainium instances are reported by the instance rules
+    if strategy in _SMDDP and info.instance_type not in SMDDP_INSTANCE_TYPES:
+        yield item(STRATEGY_KEY[strategy], f"{_SMDDP[strategy]} is supported on {', '.join(SMDDP_INSTANCE_TYPES)} only, "
+                                           f"not {info.instance_type}; choose one of them or use torch_distributed",
+                   info.instance_type)
+    elif strategy == "smp_v1" and info.instance_type.startswith("ml.p5."):
+        yield item(STRATEGY_KEY[strategy], f"SMP v1 (smdistributed.modelparallel with mpi) does not support "
+                                           f"{info.instance_type}; use SMP v2 (torch_distributed) or a P4d instance",
+                   info.instance_type)
+
+
 def check(ctx: RuleContext) -> Iterator[ErrorItem]:
     yield from ctx.launch.errors
+    yield from _smdistributed(ctx)
     dist = ctx.args.distribution
     if dist is None:
         return

@@ -5,8 +5,8 @@ import re
 from collections.abc import Iterator
 
 from ...errors import ErrorItem
-from .. import versions
-from ..catalog import is_trainium
+from .. import image_catalog, versions
+from ..catalog import is_local, is_trainium
 from ..estimator_args import HuggingFaceArgs
 from ..error_items import item
 from .context import RuleContext
@@ -23,6 +23,13 @@ _MINIMUM: dict[tuple[str, str], tuple[str, str]] = {
     ("tensorflow", "smddp"): ("2.3", "smdistributed.dataparallel"),
     ("mxnet", "mpi"): ("1.3", "distribution"),
     ("mxnet", "parameter_server"): ("1.3", "distribution"),
+}
+
+
+# (base framework, strategy) → first version whose image ships without the library, and why
+_MAXIMUM: dict[tuple[str, str], tuple[str, str]] = {
+    ("tensorflow", "smddp"): ("2.12", "smdistributed.dataparallel (the TensorFlow images ship SMDDP up to 2.11; "
+                                      "AWS deprecated SMDDP for TensorFlow)"),
 }
 
 
@@ -85,6 +92,10 @@ def _minimums(ctx: RuleContext) -> Iterator[ErrorItem]:
     need = _MINIMUM.get((base, strategy))
     if (base, strategy) == ("pytorch", "torch_distributed") and ctx.instance_type and is_trainium(ctx.instance_type):
         need = ("1.11", "torch_distributed on Trainium")
+    ceiling = _MAXIMUM.get((base, strategy))
+    if ceiling and versions.at_least(version, ceiling[0]):
+        yield item(key, f"{ceiling[1]} needs {base.capitalize()} < {ceiling[0]}, got {version}; use an older "
+                        f"{key} or another distribution", version)
     if need and not versions.at_least(version, need[0]):
         yield item(key, f"{need[1]} needs {'PyTorch' if base == 'pytorch' else base.capitalize()} ≥ {need[0]}, got {version}; "
                         f"raise {key} or change the distribution", version)
@@ -93,7 +104,35 @@ def _minimums(ctx: RuleContext) -> Iterator[ErrorItem]:
         yield item(key, f"compiler_config needs PyTorch ≥ 1.12, got {version}", version)
 
 
+# At construction a version must exist in some image of the framework; which image (SMP v2, Trainium, the Python
+# version, the processor, the region) is decided when the request is built (backends/sagemaker/preflight.py).
+_FAMILIES = {"pytorch": ("pytorch", "pytorch-smp", "pytorch-neuron"), "tensorflow": ("tensorflow",),
+             "mxnet": ("mxnet",), "huggingface": ("huggingface",)}
+
+
+def _catalog(ctx: RuleContext, reported: set[str]) -> Iterator[ErrorItem]:
+    """The version must name an existing training image when SageMaker is to run the job."""
+    args = ctx.args
+    if args.image_uri or ctx.framework not in _FAMILIES or ctx.instance is None or is_local(ctx.instance.instance_type):
+        return
+    key = "transformers_version" if isinstance(args, HuggingFaceArgs) else "framework_version"
+    version = getattr(args, key)
+    if version is None or key in reported or not versions.is_version(version):
+        return
+    families = _FAMILIES[ctx.framework]
+    if any(image_catalog.full_version(f, version) is not None for f in families):
+        return
+    options = sorted({v for f in families for v in image_catalog.known_versions(f)}, key=versions.parse)
+    yield item(key, f"no {ctx.framework} training image exists for {version}; nearest: "
+                    f"{', '.join(image_catalog.nearest(options, version))} (all: {', '.join(options)}); "
+                    "choose one of them or give image_uri", version)
+
+
 def check(ctx: RuleContext) -> Iterator[ErrorItem]:
     yield from _required(ctx)
     yield from _formats(ctx)
-    yield from _minimums(ctx)
+    reported: set[str] = set()
+    for error in _minimums(ctx):
+        reported.add(error.path)
+        yield error
+    yield from _catalog(ctx, reported)
