@@ -19,20 +19,52 @@ from torch.optim import Optimizer
 _PENDING: list[Future] = []
 
 
-def save(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike, process_group: Any = None,
-         **kwargs: Any) -> Any:
-    return dcp.save(state_dict, checkpoint_id=checkpoint_id, process_group=process_group, **kwargs)
+def _group_members(process_group: Any, coordinator_rank: int | None) -> None:
+    """SMP passes the coordinator as a global rank; DCP picks the group's first rank, which is the same rank
+    for groups built from sorted rank lists (FSDP's and tsm.state's). Refuse a coordinator outside the group."""
+    if coordinator_rank is None or process_group is None or not dist.is_initialized():
+        return
+    ranks = dist.get_process_group_ranks(process_group)
+    if coordinator_rank not in ranks:
+        raise ValueError(f"smp checkpoint: coordinator_rank={coordinator_rank} is not a member of the process group "
+                         f"(ranks {ranks}); pass min(get_global_ranks(process_group))")
 
 
-def async_save(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike, process_group: Any = None,
-               **kwargs: Any) -> Future:
-    """Stage to host memory and write in the background; call :func:`maybe_finalize_async_calls` later."""
-    future = dcp.async_save(state_dict, checkpoint_id=checkpoint_id, process_group=process_group, **kwargs)
+def _storage(checkpoint_id: Any, writer: Any, reader: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if checkpoint_id is not None:
+        out["checkpoint_id"] = os.fspath(checkpoint_id)
+    if writer is not None:
+        out["storage_writer"] = writer
+    if reader is not None:
+        out["storage_reader"] = reader
+    if not out:
+        raise ValueError("smp checkpoint: pass checkpoint_id=<directory> or a storage_writer/storage_reader")
+    return out
+
+
+def save(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike | None = None, storage_writer: Any = None,
+         planner: Any = None, process_group: Any = None, coordinator_rank: int | None = None, queue: Any = None,
+         **_: Any) -> Any:
+    """SMP's ``state_dict_saver.save``: every rank of ``process_group`` writes its shards (DCP)."""
+    _group_members(process_group, coordinator_rank)
+    return dcp.save(state_dict, process_group=process_group, planner=planner,
+                    **_storage(checkpoint_id, storage_writer, None))
+
+
+def async_save(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike | None = None,
+               storage_writer: Any = None, planner: Any = None, process_group: Any = None,
+               coordinator_rank: int | None = None, queue: Any = None, **_: Any) -> Future:
+    """Stage to host memory and write in the background; call :func:`maybe_finalize_async_calls` later.
+    ``queue`` (SMP's queue of pending saves) is accepted; this runtime keeps its own list."""
+    _group_members(process_group, coordinator_rank)
+    future = dcp.async_save(state_dict, process_group=process_group, planner=planner,
+                            **_storage(checkpoint_id, storage_writer, None))
     _PENDING.append(future)
     return future
 
 
-def maybe_finalize_async_calls(blocking: bool = True) -> int:
+def maybe_finalize_async_calls(blocking: bool = True, process_group: Any = None, **_: Any) -> int:
     """Wait for (or, non-blocking, reap finished) background saves; returns how many are still running."""
     for future in list(_PENDING):
         if blocking or future.done():
@@ -41,9 +73,11 @@ def maybe_finalize_async_calls(blocking: bool = True) -> int:
     return len(_PENDING)
 
 
-def load(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike, process_group: Any = None,
-         **kwargs: Any) -> None:
-    dcp.load(state_dict, checkpoint_id=checkpoint_id, process_group=process_group, **kwargs)
+def load(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike | None = None, storage_reader: Any = None,
+         planner: Any = None, process_group: Any = None, coordinator_rank: int | None = None, **_: Any) -> None:
+    """SMP's ``state_dict_loader.load``: fills ``state_dict`` in place, resharding into its current layout."""
+    _group_members(process_group, coordinator_rank)
+    dcp.load(state_dict, process_group=process_group, planner=planner, **_storage(checkpoint_id, None, storage_reader))
 
 
 def _training_state(model: nn.Module, optimizer: Optimizer | None,

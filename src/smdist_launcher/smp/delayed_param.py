@@ -78,7 +78,13 @@ class DelayedParamIniter:
                 module.tie_weights()
         return post
 
-    def validate_params_and_buffers_inited(self) -> None:
+    @contextlib.contextmanager
+    def validate_params_and_buffers_inited(self, enabled: bool = True) -> Iterator[None]:
+        """Wrap the FSDP constructor in it (as SMP scripts do): on exit, no parameter or buffer may be left on
+        the meta device."""
+        yield
+        if not enabled:
+            return
         left = [n for n, t in list(self.model.named_parameters()) + list(self.model.named_buffers()) if t.is_meta]
         if left:
             raise RuntimeError(f"smp: {len(left)} parameters/buffers are still on the meta device, e.g. {left[:3]}; "

@@ -42,6 +42,20 @@ class SMPState:
     def expert_parallel_degree(self) -> int:
         return self.cfg.expert_parallel_degree
 
+    @property
+    def sm_activation_offloading(self) -> bool:
+        """Scripts test this before wrapping the model in PyTorch's offload_wrapper (SMP then prefetches)."""
+        return self.cfg.sm_activation_offloading
+
+    @property
+    def activation_loading_horizon(self) -> int:
+        return self.cfg.activation_loading_horizon
+
+    @property
+    def ranker(self) -> "Ranker":
+        """Coordinates of any global rank in the (replicate, shard, tp) layout."""
+        return Ranker(self.layout or MeshLayout(replicate=1, shard=self.world_size, tp=1))
+
     tp_size = tensor_parallel_degree
     cp_size = context_parallel_degree
     ep_size = expert_parallel_degree
@@ -83,11 +97,22 @@ class SMPState:
         return m["replicate"].get_local_rank() * m["shard"].size() + m["shard"].get_local_rank()
 
     @property
+    def dp_flat_mesh(self) -> DeviceMesh:
+        """All data-parallel ranks of this TP rank as one 1-D mesh."""
+        m = self._need()
+        assert self.layout is not None
+        if self.layout.replicate == 1:
+            return m["shard"]
+        if self.layout.shard == 1:
+            return m["replicate"]
+        return m["replicate", "shard"]._flatten("dp")
+
+    @property
     def rep_rank_process_group(self) -> Any:
         """Ranks that hold the same tensor-parallel shard (the data-parallel group)."""
         if self.device_mesh is None:
             return None
-        return self._need()["replicate", "shard"]._flatten("dp").get_group()
+        return self.dp_flat_mesh.get_group()
 
     @property
     def shard_process_group(self) -> Any:
@@ -106,6 +131,35 @@ class SMPState:
         return {"rank": self.rank, "world_size": self.world_size, "tp_size": self.tp_size, "tp_rank": self.tp_rank,
                 "dp_size": self.dp_size, "dp_rank": self.dp_rank,
                 "layout": None if self.layout is None else vars(self.layout), "config": self.cfg.to_dict()}
+
+
+@dataclass(frozen=True)
+class Ranker:
+    """Global rank <-> (replicate, shard, tp) coordinates; ranks are laid out row-major, TP innermost."""
+
+    layout: MeshLayout
+
+    def _coords(self, rank: int | None) -> tuple[int, int, int]:
+        r = state.rank if rank is None else rank
+        tp, shard = self.layout.tp, self.layout.shard
+        return r // (shard * tp), (r // tp) % shard, r % tp
+
+    def get_rep_rank(self, rank: int | None = None) -> int:
+        """Which replica of the sharded model ``rank`` belongs to (0: the ranks that write sharded checkpoints)."""
+        return self._coords(rank)[0]
+
+    def get_shard_rank(self, rank: int | None = None) -> int:
+        return self._coords(rank)[1]
+
+    def get_tp_rank(self, rank: int | None = None) -> int:
+        return self._coords(rank)[2]
+
+    def get_dp_rank(self, rank: int | None = None) -> int:
+        rep, shard, _ = self._coords(rank)
+        return rep * self.layout.shard + shard
+
+    def get_rank(self, rep_rank: int = 0, shard_rank: int = 0, tp_rank: int = 0) -> int:
+        return (rep_rank * self.layout.shard + shard_rank) * self.layout.tp + tp_rank
 
 
 state = SMPState()

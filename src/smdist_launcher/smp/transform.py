@@ -10,12 +10,13 @@ from torch import nn
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor.parallel import parallelize_module
 
-from . import process_group, teardown
+from . import fsdp1, offload_wrapper_patch, process_group, teardown
 from .activation_checkpoint import block_names
 from .config import check_against_world, load_config, raw_parameters
-from .mesh import build_mesh, layout_for
+from .mesh import MeshLayout, build_mesh, layout_for
 from .state import SMPState, state
-from .tp_plan import TPPlan, divide_head_counts, infer_plan
+from .tensor_parallel.transformer import mark_transformer_layers
+from .tp_plan import TPPlan, divide_head_counts, find_blocks, infer_plan
 
 log = logging.getLogger("smdist_launcher.smp")
 
@@ -37,6 +38,8 @@ def init(config: str | Mapping[str, Any] | None = None) -> SMPState:
     state.world_process_group = dist.group.WORLD
     state.initialized = True
     teardown.release_at_exit(state, _forget_world_group)
+    fsdp1.install()
+    offload_wrapper_patch.install()
     if cfg.random_seed is not None:
         # Same seed everywhere: replicas must start identical (FSDP2 does not broadcast).
         torch.manual_seed(cfg.random_seed)
@@ -45,6 +48,16 @@ def init(config: str | Mapping[str, Any] | None = None) -> SMPState:
             log.warning("smp: %s=%d is accepted but not implemented by this runtime; it runs as 1",
                         key, getattr(cfg, key))
     return state
+
+
+def relayout(shard: int) -> None:
+    """Rebuild tsm.state's mesh with ``shard`` ranks per shard group (FSDP's HYBRID_SHARD with
+    hybrid_shard_degree 0 shards within a host). Collective: every rank calls it at the same point."""
+    layout = state.layout
+    assert layout is not None
+    new = MeshLayout(replicate=layout.dp // shard, shard=shard, tp=layout.tp)
+    state.layout = new
+    state.device_mesh = build_mesh(new, process_group.device_type())
 
 
 def _forget_world_group(st: SMPState) -> None:
@@ -82,6 +95,8 @@ def transform(model: nn.Module, device: torch.device | str | None = None, dtype:
         parallelize_module(model, state.tp_mesh, chosen.styles)
         divide_head_counts(model, chosen.attention_modules, tp)
         model._smp_tp_plan = chosen  # type: ignore[attr-defined]
+    # Scripts select SMP's blocks with isinstance(m, TransformerLayer) (auto-wrap and checkpointing policies).
+    mark_transformer_layers(model, find_blocks(model))
     return model
 
 

@@ -1,4 +1,4 @@
-"""SMP v2's ``torch.sagemaker.distributed`` namespace."""
-from . import checkpoint
+"""SMP v2's ``torch.sagemaker.distributed`` namespace (``checkpoint``, ``fsdp``)."""
+from . import checkpoint, fsdp
 
-__all__ = ["checkpoint"]
+__all__ = ["checkpoint", "fsdp"]

@@ -1,4 +1,4 @@
 """``torch.sagemaker.distributed.checkpoint.state_dict_loader``: load (reshards into the current layout)."""
-from ...checkpoint import load
+from ...dcp_io import load
 
 __all__ = ["load"]
