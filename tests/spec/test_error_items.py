@@ -54,3 +54,13 @@ def test_quoted_numbers_and_booleans_get_a_hint() -> None:
     errs = _errors({"mpi": {"enabled": "true", "processes_per_host": "8"}})
     assert errs == {"distribution.mpi.enabled": "must be true or false, got 'true'; write it without quotes",
                     "distribution.mpi.processes_per_host": "must be an integer, got '8'; write it without quotes"}
+
+
+def test_did_you_mean_offers_only_close_matches() -> None:
+    from smdist_launcher.spec.catalog import known_instance_types
+
+    assert did_you_mean("ml.p9.mega", known_instance_types()) == ""           # a shared "ml." is no resemblance
+    assert did_you_mean("ml.p4d.24xlarg", known_instance_types()) == "; did you mean 'ml.p4d.24xlarge'?"
+    assert did_you_mean("input", ["input_mode", "instance_type"]) == ""
+    assert did_you_mean("enabeld", ["enabled"]) == "; did you mean 'enabled'?"  # swapped letters are one typo
+    assert did_you_mean("Instance-Count", ["instance_count"]) == "; did you mean 'instance_count'?"

@@ -105,3 +105,10 @@ def test_schema_model_has_the_job_file_keys() -> None:
     model = job_file_model("pytorch")
     assert {"framework", "inputs", "job_name", "entry_point", "distribution"} <= set(model.model_fields)
     assert model.model_json_schema()["properties"]["framework"]["const"] == "pytorch"
+
+
+def test_a_misspelt_job_file_key_is_named(job_dir: Path) -> None:
+    path = _write(job_dir, JOB.replace("inputs:", "input:"))
+    with pytest.raises(ValidationError) as info:
+        load_job_file(path)
+    assert [str(e) for e in info.value.errors] == ["input: unknown key; did you mean 'inputs'?"]

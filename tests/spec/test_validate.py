@@ -145,3 +145,20 @@ def test_unknown_key_next_to_the_key_it_resembles_hides_nothing(args: dict[str, 
     # job_name resembles base_job_name, but base_job_name is given too: its own problem is still reported
     args.update(job_name="x", base_job_name="bad name")
     assert problems("pytorch", args) == ["base_job_name", "job_name"]
+
+
+def test_a_typo_in_the_strategy_key_is_the_only_problem(args: dict[str, Any]) -> None:
+    for typo in ({"torch_distribute": {"enabled": True}}, {"torch_distributed": {"enabeld": True}}):
+        args["distribution"] = {**typo, "mpi": {"processes_per_host": 2}}
+        found = messages("pytorch", args)
+        assert "distribution.mpi.enabled" not in found, found   # mpi's block is fine: torchrun's was misspelt
+        assert len(found) == 1
+    args["distribution"] = {"mpi": {"processes_per_host": 2}}     # a lone mpi block without enabled still is a problem
+    assert list(messages("pytorch", args)) == ["distribution.mpi.enabled"]
+
+
+def test_processes_per_host_under_torch_distributed_points_to_mpi(args: dict[str, Any]) -> None:
+    args["distribution"] = {"torch_distributed": {"enabled": True, "processes_per_host": 2}}
+    found = messages("pytorch", args)
+    assert list(found) == ["distribution.torch_distributed.processes_per_host"]
+    assert "did you mean distribution.mpi.processes_per_host?" in found["distribution.torch_distributed.processes_per_host"]

@@ -23,14 +23,36 @@ def show(value: Any) -> str:
 
 
 def closest(word: Any, allowed: Iterable[str]) -> str | None:
-    """The allowed word `word` is most likely a misspelling of, or None."""
+    """The allowed word `word` is most likely a misspelling of, or None.
+
+    Only close matches: a few typed characters off (a third of the word, at least 2), so that a shared prefix does
+    not make `ml.p9.mega` look like `ml.g4dn.metal`, nor `input` like `input_mode`."""
     if not isinstance(word, str):
         return None
     allowed = list(allowed)
-    match = difflib.get_close_matches(word, allowed, n=1, cutoff=0.6)
+    bound = max(2, len(word) // 3)
+    candidates = difflib.get_close_matches(word, allowed, n=5, cutoff=0.6)
+    match = [c for c in candidates if typo_distance(word.lower(), c.lower()) <= bound][:1]
     if not match:
         match = [a for a in allowed if a.lower() == word.lower().replace("-", "_")][:1]
     return match[0] if match else None
+
+
+def typo_distance(a: str, b: str) -> int:
+    """Edits (insert, delete, replace, swap of neighbours) that turn `a` into `b` (optimal string alignment)."""
+    if abs(len(a) - len(b)) > 8:
+        return abs(len(a) - len(b))
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            row[j] = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], prev2[j - 2] + 1)
+        prev2, prev = prev, row
+    return prev[len(b)]
 
 
 def did_you_mean(word: Any, allowed: Iterable[str]) -> str:
@@ -114,6 +136,12 @@ def _misplaced_at(root: type[BaseModel], loc: Sequence[Any]) -> tuple[tuple[Any,
         if parent is not None and key in parent.model_fields and isinstance(loc[-2], str):
             where = f"in {loc[-3]!r}" if len(loc) >= 3 else "at the top level"
             return (*loc[:-2], key), f"; it belongs one level up, {where}"
+        # a sibling block's key, e.g. torch_distributed.processes_per_host, which SageMaker reads from mpi
+        if parent is not None:
+            for name, child in _child_models(parent):
+                if name != loc[-2] and key in child.model_fields:
+                    meant = (*loc[:-2], name, key)
+                    return meant, f"; did you mean {join_path(*meant)}?"
     return None
 
 

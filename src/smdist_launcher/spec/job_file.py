@@ -13,6 +13,7 @@ from pydantic import BaseModel, create_model
 
 from ..errors import ErrorItem, ValidationError
 from ..plan.model import Channel
+from . import safe_yaml
 from .error_items import closest, did_you_mean, item, show
 from .estimator_args import FRAMEWORKS, EstimatorArgs, args_model_for
 from .inputs import ChannelSpec, collect_input_errors, normalize_inputs
@@ -50,32 +51,6 @@ def job_file_model(framework: str) -> type[BaseModel]:
     )
 
 
-class _UniqueKeyLoader:
-    """A yaml SafeLoader that rejects duplicate keys (plain YAML keeps the last one silently)."""
-
-    @staticmethod
-    def build() -> Any:
-        import yaml  # lazy: only job files need it
-
-        class Loader(yaml.SafeLoader):
-            pass
-
-        def construct_mapping(loader: Any, node: Any, deep: bool = False) -> Any:
-            seen: set[Any] = set()
-            for key_node, _ in node.value:
-                key = loader.construct_object(key_node, deep=deep)
-                if not isinstance(key, (str, int, float, bool)):
-                    continue  # unhashable keys are reported by the schema
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r}", key_node.start_mark)
-                seen.add(key)
-            return loader.construct_mapping(node, deep=deep)
-
-        Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
-        return Loader
-
-
 def _read(path: str) -> Any:
     import yaml
 
@@ -88,12 +63,22 @@ def _read(path: str) -> Any:
         raise ValidationError([item("<root>", f"the job file is not UTF-8 text ({exc.reason} at byte {exc.start})")],
                               source=path) from None
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader.build())  # noqa: S506 - SafeLoader subclass
+        return safe_yaml.load(text)
+    except safe_yaml.YamlLimitError as exc:
+        raise ValidationError(exc.items, source=path) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ValidationError([item("<root>", f"invalid YAML{where}: {problem}")], source=path) from None
+
+
+def _job_file_key_hint(error: ErrorItem) -> ErrorItem:
+    """An unknown top-level key that is a misspelt job-file key (`input:` for `inputs:`) says so."""
+    if "." in error.path or not error.message.startswith("unknown key"):
+        return error
+    meant = closest(error.path, JOB_FILE_KEYS)
+    return item(error.path, f"unknown key; did you mean {meant!r}?", error.value) if meant else error
 
 
 def parse_job_file(data: Any, *, path: str, base_dir: str, check_source: bool = True, check_inputs: bool = False) -> JobFile:
@@ -124,7 +109,7 @@ def parse_job_file(data: Any, *, path: str, base_dir: str, check_source: bool = 
     checked_as = framework if framework in FRAMEWORKS else closest(framework, FRAMEWORKS)
     if checked_as is not None:
         outcome = collect(checked_as, args, base_dir=base_dir, check_source=check_source)
-        errors.extend(outcome.errors)
+        errors.extend(_job_file_key_hint(e) for e in outcome.errors)
         spec, found_warnings = outcome.spec, outcome.warnings
     raw_type = args.get("instance_type")
     instance_type = spec.instance_type if spec is not None else (raw_type if isinstance(raw_type, str) else None)

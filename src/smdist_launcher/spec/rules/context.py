@@ -13,6 +13,10 @@ from ..strategy import Launch, decide
 # distribution but size nothing
 _SIZING = ("distribution", "instance_count", "instance_type", "instance_groups")
 _NOT_SIZING = ("distribution.smdistributed.modelparallel.parameters", "distribution.instance_groups")
+# the blocks whose enabled flag chooses the launcher (mpi's own block aside)
+_STRATEGY_BLOCKS = tuple(f"distribution.{k}" for k in (
+    "torch_distributed", "pytorchddp", "parameter_server", "multi_worker_mirrored_strategy", "pytorchxla",
+    "smdistributed.dataparallel", "smdistributed.modelparallel.enabled"))
 
 
 @dataclass
@@ -30,6 +34,9 @@ class RuleContext:
             lookup(self.instance_type) if self.instance_type and is_known(self.instance_type) else None
         )
         self.launch: Launch = decide(self.args.distribution, self.instance)
+        if self.touches_broken(*_STRATEGY_BLOCKS):
+            # the strategy the user meant was dropped (a typo in its key), so a lone mpi block only looks orphaned
+            self.launch.errors = [e for e in self.launch.errors if e.path != "distribution.mpi.enabled"]
 
     def touches_broken(self, *prefixes: str) -> bool:
         """True if pydantic rejected something under any of `prefixes` (so derived facts may be off)."""
