@@ -1,0 +1,33 @@
+"""`smdist validate` on hostile or broken YAML: exit 2 with one line per problem and its key path, no traceback."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spec.test_safe_yaml import alias_bomb
+
+CLI = "import sys; from smdist_launcher.cli.main import main; sys.exit(main(sys.argv[1:]))"
+BASE = ("framework: pytorch\nentry_point: train.py\ninstance_type: local\nframework_version: '2.3'\n"
+        "py_version: py311\n")
+
+
+@pytest.mark.parametrize("extra, expected", [
+    ("instance_count: 1\n" + alias_bomb(9), "<root>: the document expands to more than 100,000 values"),
+    ("instance_count: " + "9" * 5000 + "\n", "instance_count: an integer of 5000 digits"),
+    ("instance_count: 1\nhyperparameters:\n  x: " + "[" * 5000 + "]" * 5000 + "\n", "hyperparameters.x[0][0]"),
+    ("instance_count: !!int abc\n", "instance_count: 'abc' is not an integer"),
+    ("instance_count: 1\nmax_run: !!float xyz\n", "max_run: 'xyz' is not a number"),
+])
+def test_validate_reports_hostile_yaml_as_invalid_input(tmp_path: Path, extra: str, expected: str) -> None:
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    job = tmp_path / "job.yaml"
+    job.write_text(BASE + extra)
+    # a subprocess: a bomb that got through would exhaust this process, not the test runner
+    done = subprocess.run([sys.executable, "-c", CLI, "validate", str(job)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert f"{job}: {expected}" in done.stderr
+    assert "Traceback" not in done.stderr
