@@ -34,6 +34,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--job-name", help="job name (default: <base_job_name>-<timestamp>)")
     p.add_argument("--jobs-dir", help="where job folders go (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above, else ./.smdist/jobs)")
     p.add_argument("--quiet", "-q", action="store_true", help="do not stream the hosts' output (it is still saved)")
+    from ..backends.registry import BACKENDS, DEFAULT  # stdlib only: the backends themselves load when chosen
+
+    p.add_argument("--backend", choices=list(BACKENDS), default=DEFAULT,
+                   help="how the simulated hosts run: " + "; ".join(f"{k}: {v[1]}" for k, v in BACKENDS.items()))
     return p
 
 
@@ -79,7 +83,7 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any] | ValidationError
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends.local import run_job
+    from ..backends.registry import run_job_of
     from ..estimators import estimator_from_job_file
     from ..estimators.job_names import name_from_base
     from ..spec.catalog import is_local
@@ -102,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
                 "Amazon SageMaker. Try --instance-type local")
         return EXIT_INVALID
     try:
+        run_job = run_job_of(getattr(args, "backend", None))
         job = run_job(plan, estimator=estimator, logs=not args.quiet, jobs_root=args.jobs_dir)
     except JobFailedError as exc:
         problem(str(exc))

@@ -139,19 +139,26 @@ class FrameworkEstimator:
 
     # ---- running -----------------------------------------------------------------------------------
     def fit(
-        self, inputs: Any = None, wait: bool = True, logs: Any = True, job_name: str | None = None, dry_run: bool = False
+        self, inputs: Any = None, wait: bool = True, logs: Any = True, job_name: str | None = None, dry_run: bool = False,
+        backend: str | None = None,
     ) -> Any:
         """Run the job. dry_run=True returns the plan and does nothing else.
 
         Local instance types (local, local_cpu, local_gpu) run on this machine, ml.* types as an Amazon SageMaker
-        training job (backends.sagemaker); the result has model_data.
+        training job (backends.sagemaker); the result has model_data. `backend` picks how local hosts run
+        (backends/registry.py: "process" by default, "netns", "docker").
         """
         if dry_run:
             return self.plan(inputs, job_name=job_name)
         job_name = job_name or name_from_base(self.base_job_name)
         plan = self.plan(inputs, job_name=job_name)
         if is_local(plan.instance_type):
-            from ..backends.local import run_job  # lazy: local mode pulls in process supervision
+            from ..backends.registry import run_job_of  # lazy: local mode pulls in process supervision
+
+            run_job = run_job_of(backend)
+        elif backend is not None:
+            raise ValueError(f"backend: {backend!r} runs local instance types only; {plan.instance_type!r} runs on "
+                             "Amazon SageMaker (leave backend out, or use instance_type 'local')")
         else:
             from ..backends.sagemaker import run_job  # lazy: boto3 only when submitting
 

@@ -1,0 +1,98 @@
+"""The netns backend: every simulated host in its own network namespace with its own sshd. The mnist example on
+2 hosts x 2 processes under mpi, pytorchddp (real mpirun over real ssh) and torch_distributed; a worker host
+killed with SIGKILL ends the whole job, named, with no process or namespace left."""
+from __future__ import annotations
+
+import os
+import signal
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from smdist_launcher import PyTorch
+from smdist_launcher.backends.local import records
+from smdist_launcher.backends.local.process_sweep import job_processes
+from smdist_launcher.backends.netns.job import run_job
+from smdist_launcher.backends.netns.network import NETNS_DIR, processes_in
+from smdist_launcher.errors import JobFailedError
+from smdist_launcher.estimators.base import estimator_from_job_file
+
+from .conftest import EXAMPLE
+
+pytestmark = pytest.mark.slow
+
+
+def _assert_nothing_left(job) -> None:
+    assert job_processes(job.record.job_id) == [], "a process of the job survived"
+    for ns in job.record.backend_info["namespaces"].values():
+        assert not (NETNS_DIR / ns).exists() and processes_in(ns) == []
+    assert not (NETNS_DIR / job.record.backend_info["switch"]).exists()
+    assert not (job.job_dir / "ssh").exists()  # the job's private key is gone
+
+
+@pytest.mark.parametrize("launcher", [pytest.param("mpi", marks=pytest.mark.mpi),
+                                      pytest.param("pytorchddp", marks=pytest.mark.mpi), "torch_distributed"])
+def test_mnist_on_two_netns_hosts(netns_ready, tiny_mnist, tmp_path, launcher, capsys):
+    est = estimator_from_job_file(str(EXAMPLE / f"job_{launcher}.yaml"))
+    plan = est.plan({"training": f"file://{tiny_mnist}/train", "test": f"file://{tiny_mnist}/test"},
+                    job_name=f"netns-{launcher.replace('_', '-')}")
+    job = run_job(plan, estimator=est, jobs_root=tmp_path)
+    out = capsys.readouterr().out
+    record = job.record
+    assert record.status == records.COMPLETED and record.backend == "netns"
+    assert "[algo-1 r0] training on 256 images, world size 4" in out and "test accuracy" in out
+    with tarfile.open(job.job_dir / "output" / "model.tar.gz") as tar:
+        assert tar.getnames() == ["model.pth"]
+    # each host had its own address on a private subnet
+    addresses = [record.hosts[h]["address"] for h in ("algo-1", "algo-2")]
+    assert len(set(addresses)) == 2 and all(a.startswith("10.213.") for a in addresses)
+    logs = {h: (job.job_dir / "logs" / f"{h}.log").read_text() for h in ("algo-1", "algo-2")}
+    assert "[algo-2 r2]" in logs["algo-2"]
+    if launcher != "torch_distributed":  # the real multi-host path: sshd on the worker, mpirun over ssh
+        assert "MPI worker: sshd listening on port" in logs["algo-2"]
+        assert "every worker's sshd answers" in logs["algo-1"]
+        assert "plm_rsh_agent ssh -F /opt/ml/run/ssh/ssh_config" in logs["algo-1"]
+    _assert_nothing_left(job)
+
+
+HANG_AFTER_READY = '''
+import os, time
+import torch.distributed as dist
+if "OMPI_COMM_WORLD_RANK" in os.environ:
+    os.environ.update(RANK=os.environ["OMPI_COMM_WORLD_RANK"], WORLD_SIZE=os.environ["OMPI_COMM_WORLD_SIZE"])
+dist.init_process_group("gloo")
+dist.barrier()
+print(f"ready {dist.get_rank()} on {os.uname().nodename}", flush=True)
+time.sleep(3600)
+'''
+
+
+@pytest.mark.mpi
+def test_worker_killed_with_sigkill_ends_the_job(netns_ready, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text(HANG_AFTER_READY)
+    est = PyTorch(entry_point="train.py", source_dir=str(src), instance_type="local", instance_count=2,
+                  framework_version="2.3", py_version="py311", max_run=900,
+                  distribution={"mpi": {"enabled": True, "processes_per_host": 2}})
+    job = run_job(est.plan(job_name="netns-kill"), estimator=est, jobs_root=tmp_path / "jobs", wait=False,
+                  logs=False)
+    log2 = job.job_dir / "logs" / "algo-2.log"
+    deadline = time.monotonic() + 300  # a bound on the set-up, not a measurement
+    while not (log2.exists() and "ready 3 on algo-2" in log2.read_text()):
+        assert job.record.status == records.IN_PROGRESS, job.diagnosis
+        assert time.monotonic() < deadline, "the ranks never came up"
+        time.sleep(0.2)
+    worker = job.record.hosts["algo-2"]["pid"]
+    killed_at = time.monotonic()
+    os.kill(worker, signal.SIGKILL)
+    with pytest.raises(JobFailedError) as failed:
+        job.wait()
+    print(f"job ended {time.monotonic() - killed_at:.1f} s after the worker's SIGKILL")
+    assert job.record.status == records.FAILED  # ended by the kill, not by max_run
+    assert failed.value.diagnosis.startswith("host algo-2") or "host algo-2 " in job.record.failure_reason
+    assert "SIGKILL" in job.record.failure_reason
+    _assert_nothing_left(job)
