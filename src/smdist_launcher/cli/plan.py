@@ -31,10 +31,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--request", action="store_true",
                    help="print the SageMaker CreateTrainingJob request instead of the plan (no AWS call, secrets redacted)")
     p.add_argument("--region", help="with --request: the AWS region to fill in (default: the job file's region)")
+    p.add_argument("--slurm", action="store_true",
+                   help="print the sbatch script `smdist run --backend slurm` would submit (pin it with --check/--write)")
     return p
 
 
 def _usage_problem(args: argparse.Namespace) -> ValidationError | None:
+    if getattr(args, "slurm", False) and (args.request or args.host):
+        return ValidationError([ErrorItem("--slurm", "cannot be combined with --request or --host: the sbatch script "
+                                                     "is for the whole job")])
     if args.host and (args.check or args.write):
         return ValidationError([ErrorItem("--host", "cannot be combined with --check/--write: a pinned plan holds every host")])
     if args.request and (args.host or args.check or args.write):
@@ -86,6 +91,26 @@ def _pinned(plan: LaunchPlan, args: argparse.Namespace) -> int:
     return EXIT_OK if result.matches else EXIT_DIFFERS
 
 
+def _slurm(plan: LaunchPlan, args: argparse.Namespace) -> int:
+    """The sbatch script (default Slurm options: the job's own max_run and GPUs), shown or pinned."""
+    from ..backends.slurm.script import sbatch_script
+    from ..plan import snapshot
+
+    text = sbatch_script(plan)
+    path = args.check or args.write
+    if path is None:
+        show(text, syntax="bash")
+        return EXIT_OK
+    if args.write:
+        show(f"{path}: {'written' if snapshot.write(text, path) else 'unchanged'}")
+        return EXIT_OK
+    result = snapshot.check(text, path)
+    show(result.message().split("\n", 1)[0])
+    if result.diff:
+        show(result.diff, syntax="diff")
+    return EXIT_OK if result.matches else EXIT_DIFFERS
+
+
 def _unknown_host(host: str, plan: LaunchPlan) -> ValidationError:
     names = ", ".join(plan.host_names[:8]) + (" ..." if len(plan.hosts) > 8 else "")
     return ValidationError([ErrorItem("--host", f"no host {host!r} in this plan; hosts: {names}", host)])
@@ -102,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
         plan = loaded.plan()
     except ValidationError as exc:
         return report_invalid(args.job_file, exc)
+    if getattr(args, "slurm", False):
+        return _slurm(plan, args)
     if args.check or args.write:
         return _pinned(plan, args)
     fmt = args.format or "yaml"

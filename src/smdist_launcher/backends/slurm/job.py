@@ -1,0 +1,242 @@
+"""run_slurm_job: stage a job folder on a shared path, sbatch the plan's script, follow it to the end.
+
+The job folder has the local backend's layout (jobdir.py) plus `slurm/job.sbatch` (what was submitted) and
+`slurm/batch-<id>.out` (the batch script's own output). The record says backend "slurm" and the Slurm job id,
+so `smdist status/stop/logs` find the job again from any shell."""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ...contract import MLPaths, write_host_config
+from ...contract.config_files import hyperparameters_for
+from ...contract.secrets import SECRET_HPS_ENV, encode_secret_env, is_secret_key, secret_hyperparameters
+from ...errors import JobFailedError
+from ...plan.model import LaunchPlan
+from ..local import records
+from ..local.console import JobConsole, console_for
+from ..local.jobdir import JobDir, jobs_root as resolve_jobs_root
+from ..local.outputs import restore_checkpoints
+from ..local.staging import local_code_source, stage_channels, stage_code
+from . import scheduler
+from .finish import finalize
+from .options import SlurmOptions
+from .script import sbatch_script
+
+POLL_S = 0.5
+
+
+def submission_environment(plan: LaunchPlan, environ: dict[str, str], job: JobDir) -> dict[str, str]:
+    """sbatch's environment (exported to every node): the caller's, the job folder, the interpreter, and the
+    secret values plan.json holds redacted (they travel only this way)."""
+    env = dict(environ)
+    env["SMDIST_JOB_DIR"] = str(job.root)
+    env["SMDIST_PYTHON"] = sys.executable
+    for key, value in plan.environment.items():
+        if is_secret_key(key):
+            env[key] = value
+    raw = hyperparameters_for(plan.model_dump(mode="json"))
+    if secret_hyperparameters(raw):
+        env[SECRET_HPS_ENV] = encode_secret_env(raw)
+    return env
+
+
+class SlurmJob:
+    """A training job on a Slurm cluster: the local job's surface (status, wait, stop, describe)."""
+
+    def __init__(self, job_dir: JobDir, *, logs: Any = True) -> None:
+        self.dir = job_dir
+        self.plan = LaunchPlan.from_json(job_dir.plan_file.read_text())
+        self.job_name = self.plan.job_name
+        self.console: JobConsole = console_for(logs, self.plan.host_names)
+        self.diagnosis = ""
+
+    # ---- SageMaker-like surface -----------------------------------------------------------------
+    @property
+    def job_dir(self) -> Path:
+        return self.dir.root
+
+    @property
+    def record(self) -> records.JobRecord:
+        return records.JobRecord.load(self.dir.record_file)
+
+    @property
+    def slurm_job_id(self) -> str:
+        return str(self.record.backend_info["slurm_job_id"])
+
+    @property
+    def status(self) -> str:
+        return refresh(self.dir).status
+
+    @property
+    def model_data(self) -> str | None:
+        return self.record.model_data
+
+    def describe(self) -> dict[str, Any]:
+        return dict(refresh(self.dir).__dict__)
+
+    def stop(self) -> None:
+        """scancel; the record becomes Stopped once Slurm has ended the job."""
+        scheduler.cancel(self.slurm_job_id)
+
+    def wait(self, timeout: float | None = None) -> "SlurmJob":
+        """Follow the job (its hosts' lines on the console) until it ends; JobFailedError unless it completed.
+        Ctrl-C cancels the job, as in local mode."""
+        follower = _LogFollower(self.dir, self.plan.host_names, self.console)
+        follower.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while True:
+                record = refresh(self.dir)
+                if record.status in records.FINAL_STATUSES:
+                    break
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"job {self.job_name} still {record.status} after {timeout} s")
+                self.console.status(f"{self.job_name}: {record.backend_info.get('slurm_state', record.phase)} "
+                                    f"(Slurm job {self.slurm_job_id})")
+                time.sleep(POLL_S)
+            # The batch script writes the record just before it exits: the job is over when Slurm says so too.
+            _wait_slurm_final(self.slurm_job_id, deadline=time.monotonic() + 60)
+        except KeyboardInterrupt:
+            self.console.note(f"Ctrl-C: cancelling Slurm job {self.slurm_job_id}")
+            self.stop()
+            record = _wait_final(self.dir)
+        finally:
+            follower.stop()
+            self.console.close()
+        self.diagnosis = str(record.backend_info.get("diagnosis") or record.failure_reason or "")
+        if record.status != records.COMPLETED:
+            raise JobFailedError(self.job_name, record.status, self.diagnosis, str(self.dir.root))
+        return self
+
+
+def _wait_slurm_final(slurm_job_id: str, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        state = scheduler.state(slurm_job_id)
+        if state is None or state.final:
+            return
+        time.sleep(POLL_S)
+
+
+def _wait_final(job: JobDir, timeout: float = 120.0) -> records.JobRecord:
+    deadline = time.monotonic() + timeout
+    record = refresh(job)
+    while record.status not in records.FINAL_STATUSES and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        record = refresh(job)
+    return record
+
+
+def refresh(job: JobDir) -> records.JobRecord:
+    """The record, brought up to date with Slurm: a job Slurm ended without its batch script finishing
+    (scancel, time limit, node failure) is finalised here."""
+    record = records.JobRecord.load(job.record_file)
+    if record.status in records.FINAL_STATUSES or "slurm_job_id" not in record.backend_info:
+        return record
+    state = scheduler.state(str(record.backend_info["slurm_job_id"]))
+    if state is None or not state.final:
+        if state is not None and record.backend_info.get("slurm_state") != state.state:
+            record = records.JobRecord.load(job.record_file)  # the batch script may have finalised it meanwhile
+            if record.status not in records.FINAL_STATUSES:
+                record.backend_info = {**record.backend_info, "slurm_state": state.state}
+                if state.state == "RUNNING" and record.phase != "running":
+                    record.enter_phase("running")
+                record.save(job.record_file)
+        return record
+    # The batch script finalises Completed/Failed itself right after srun; give it a moment to do so.
+    deadline = time.monotonic() + 30
+    while state.status in (records.COMPLETED, records.FAILED) and time.monotonic() < deadline:
+        record = records.JobRecord.load(job.record_file)
+        if record.status in records.FINAL_STATUSES:
+            return record
+        time.sleep(POLL_S)
+    reason = {"Stopped": f"stopped: Slurm job {record.backend_info['slurm_job_id']} was cancelled",
+              "MaxRuntimeExceeded": "the Slurm time limit (max_run) was reached"}.get(
+                  state.status, f"Slurm ended the job: {state.state} {state.reason}".strip())
+    return finalize(job, state.status, reason)
+
+
+class _LogFollower:
+    """Shows the lines the nodes file into logs/<host>.log as they arrive."""
+
+    def __init__(self, job: JobDir, hosts: list[str], console: JobConsole) -> None:
+        self.files = {h: job.log_file(h) for h in hosts}
+        self.console = console
+        self.offsets = {h: 0 for h in hosts}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="smdist-slurm-logs")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._poll()  # the last lines
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL_S / 2):
+            self._poll()
+
+    def _poll(self) -> None:
+        for host, path in self.files.items():
+            try:
+                with open(path, "rb") as f:
+                    f.seek(self.offsets[host])
+                    data = f.read()
+            except FileNotFoundError:
+                continue
+            end = data.rfind(b"\n") + 1  # whole lines only
+            self.offsets[host] += end
+            for raw in data[:end].splitlines():
+                self.console.line(host, raw.decode("utf-8", "replace"))
+
+
+def submit_slurm_job(plan: LaunchPlan, options: SlurmOptions | None = None, *, estimator: Any = None,
+                     jobs_root: str | os.PathLike[str] | None = None, logs: Any = True,
+                     environ: dict[str, str] | None = None) -> SlurmJob:
+    """Stage the job folder (it must be on a path every node shares) and sbatch the plan's script."""
+    options = options or SlurmOptions()
+    script = sbatch_script(plan, options)  # before anything is written: bad options fail here
+    code_source = local_code_source(plan, estimator)
+    job = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
+    job.plan_file.write_text(plan.to_json())
+    record = records.JobRecord(job_name=plan.job_name, job_id=f"{plan.job_name}-slurm", job_dir=str(job.root),
+                               plan=plan.to_dict(), backend="slurm")
+    record.enter_phase("staging")
+    record.save(job.record_file)
+    modes = {name: "File" for name in plan.channels}
+    plan_dict = plan.to_dict()
+    hosts: dict[str, MLPaths] = {h: write_host_config(job.host_root(h), plan_dict, h, channels=modes)
+                                 for h in plan.host_names}
+    try:
+        stage_channels(plan, hosts, job.staging_dir)
+        stage_code(code_source, hosts, keep_out=job.root.parent)
+        restore_checkpoints(plan, hosts)
+        slurm_dir = job.root / "slurm"
+        slurm_dir.mkdir(exist_ok=True)
+        (slurm_dir / "job.sbatch").write_text(script)
+        env = submission_environment(plan, dict(os.environ if environ is None else environ), job)
+        slurm_id = scheduler.submit(script, [f"--chdir={job.root}", f"--output={slurm_dir}/batch-%j.out",
+                                             "--export=ALL"], env)
+    except BaseException as exc:
+        record.finish(records.FAILED, f"the job could not be submitted: {exc}")
+        record.save(job.record_file)
+        raise
+    record.job_id = f"{plan.job_name}-slurm-{slurm_id}"
+    record.backend_info = {"slurm_job_id": slurm_id, "script": str(slurm_dir / "job.sbatch")}
+    record.enter_phase("queued")
+    record.save(job.record_file)
+    result = SlurmJob(job, logs=logs)
+    result.console.note(f"submitted {plan.job_name} as Slurm job {slurm_id} ({plan.instance_count} nodes)")
+    return result
+
+
+def run_slurm_job(plan: LaunchPlan, options: SlurmOptions | None = None, *, estimator: Any = None, wait: bool = True,
+                  logs: Any = True, jobs_root: str | os.PathLike[str] | None = None) -> SlurmJob:
+    job = submit_slurm_job(plan, options, estimator=estimator, jobs_root=jobs_root, logs=logs)
+    return job.wait() if wait else job

@@ -1,0 +1,137 @@
+"""The Slurm backend on a real Slurm cluster (tests/backends/slurm/cluster.py): the mnist example on 2 nodes x 2
+processes under torch_distributed and mpi, a failing rank named, a running job stopped, refusals explained."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from smdist_launcher.backends.local import records
+from smdist_launcher.backends.slurm import SlurmOptions, run_slurm_job, submit_slurm_job
+from smdist_launcher.backends.slurm.scheduler import SlurmError
+from smdist_launcher.errors import JobFailedError
+from smdist_launcher.estimators.base import estimator_from_job_file
+
+pytestmark = pytest.mark.slow
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mnist"
+
+
+@pytest.fixture(scope="module")
+def tiny_mnist(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("mnist")
+    subprocess.run([sys.executable, str(EXAMPLE / "make_data.py"), str(out), "--train", "256", "--test", "64"],
+                   check=True, capture_output=True, timeout=120)
+    return out
+
+
+def _mnist_plan(launcher: str, data: Path, name: str):
+    est = estimator_from_job_file(str(EXAMPLE / f"job_{launcher}.yaml"))
+    return est, est.plan({"training": f"file://{data}/train", "test": f"file://{data}/test"}, job_name=name)
+
+
+def _squeue(cluster, settle_s: float = 30) -> str:
+    """What the queue still holds once Slurm had settle_s to clear finished jobs (CG, completing, included)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        out = subprocess.run(["squeue", "-h"], capture_output=True, text=True, timeout=60).stdout.strip()
+        if not out or time.monotonic() > deadline:
+            return out
+        time.sleep(0.5)
+
+
+def _job_processes(job_id: str) -> list[int]:
+    from smdist_launcher.backends.local.process_sweep import job_processes
+
+    return list(job_processes(job_id))
+
+
+@pytest.mark.parametrize("launcher", ["torch_distributed", pytest.param("mpi", marks=pytest.mark.mpi)])
+def test_mnist_runs_on_two_slurm_nodes(slurm_cluster, tiny_mnist, tmp_path, launcher, capsys):
+    est, plan = _mnist_plan(launcher, tiny_mnist, f"slurm-{launcher.replace('_', '-')}")
+    job = run_slurm_job(plan, SlurmOptions(time="10:00"), estimator=est, jobs_root=tmp_path, logs=True)
+    out = capsys.readouterr().out
+    record = job.record
+    assert record.status == records.COMPLETED and record.backend == "slurm"
+    assert "[algo-1 r0] training on 256 images, world size 4" in out  # followed live, prefixed like local mode
+    assert "test accuracy" in out
+    with tarfile.open(job.job_dir / "output" / "model.tar.gz") as tar:
+        assert tar.getnames() == ["model.pth"]
+    # each node ran its own host: algo-2's ranks are in algo-2's log, its /opt/ml tree has its success marker
+    assert "[algo-2 r2]" in (job.job_dir / "logs" / "algo-2.log").read_text()
+    assert (job.job_dir / "hosts" / "algo-2" / "opt" / "ml" / "output" / "success").exists()
+    assert "#SBATCH --nodes=2" in (job.job_dir / "slurm" / "job.sbatch").read_text()
+    assert _squeue(slurm_cluster) == ""
+    assert _job_processes(record.job_id) == []
+
+
+FAILING = '''
+import os, sys, time
+import torch.distributed as dist
+dist.init_process_group("gloo")
+if dist.get_rank() == 3:
+    raise RuntimeError("rank three gives up")
+time.sleep(120)
+'''
+
+
+def _script_plan(tmp_path: Path, name: str, script: str):
+    from smdist_launcher import PyTorch
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text(script)
+    est = PyTorch(entry_point="train.py", source_dir=str(src), instance_type="local", instance_count=2,
+                  framework_version="2.3", py_version="py311",
+                  distribution={"torch_distributed": {"enabled": True}, "mpi": {"processes_per_host": 2}})
+    return est, est.plan(job_name=name)
+
+
+def test_a_rank_that_raises_ends_the_job_naming_it(slurm_cluster, tmp_path):
+    est, plan = _script_plan(tmp_path, "slurm-fails", FAILING)
+    with pytest.raises(JobFailedError) as failed:
+        run_slurm_job(plan, SlurmOptions(time="5:00"), estimator=est, jobs_root=tmp_path / "jobs", logs=False)
+    assert failed.value.status == records.FAILED
+    assert "host algo-2, rank 3" in failed.value.diagnosis and "rank three gives up" in failed.value.diagnosis
+    assert _squeue(slurm_cluster) == ""  # scancel-clean: nothing of the job left in the queue
+    record = records.JobRecord.load(tmp_path / "jobs" / "slurm-fails" / "job.json")
+    assert _job_processes(record.job_id) == []
+
+
+def test_stop_cancels_a_running_job(slurm_cluster, tmp_path):
+    est, plan = _script_plan(tmp_path, "slurm-stop", "import time\nprint('up', flush=True)\ntime.sleep(300)\n")
+    job = submit_slurm_job(plan, SlurmOptions(time="5:00"), estimator=est, jobs_root=tmp_path / "jobs", logs=False)
+    deadline = time.monotonic() + 60
+    while "up" not in (job.job_dir / "logs" / "algo-2.log").read_text(errors="replace") if (
+            job.job_dir / "logs" / "algo-2.log").exists() else True:
+        assert time.monotonic() < deadline, "the job did not start"
+        time.sleep(0.5)
+    job.stop()
+    with pytest.raises(JobFailedError) as stopped:
+        job.wait(timeout=60)
+    assert stopped.value.status == records.STOPPED
+    assert _squeue(slurm_cluster) == ""
+    assert _job_processes(job.record.job_id) == []
+
+
+def test_refusals_say_what_to_change(slurm_cluster, tmp_path):
+    est, plan = _script_plan(tmp_path, "slurm-refused", "print('never')\n")
+    with pytest.raises(SlurmError, match=r"(?s)refused the job: .*[Ii]nvalid partition.*fix: pick a partition"):
+        submit_slurm_job(plan, SlurmOptions(partition="nope"), estimator=est, jobs_root=tmp_path / "a", logs=False)
+    with pytest.raises(SlurmError, match=r"(?s)refused the job: .*time limit.*fix: ask for less time"):
+        submit_slurm_job(plan, SlurmOptions(partition="short", time="30:00"), estimator=est,
+                         jobs_root=tmp_path / "b", logs=False)
+    big = plan.model_copy(update={"instance_count": 3, "job_name": "slurm-too-big"})
+    with pytest.raises(SlurmError, match=r"(?s)refused the job: .*node"):
+        submit_slurm_job(big, SlurmOptions(), estimator=est, jobs_root=tmp_path / "c", logs=False)
+
+
+def test_missing_sbatch_names_the_other_backends(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm client on PATH
+    est, plan = _script_plan(tmp_path, "slurm-nowhere", "print('never')\n")
+    with pytest.raises(SlurmError, match="sbatch` was not found.*--backend local"):
+        submit_slurm_job(plan, estimator=est, jobs_root=tmp_path / "jobs", logs=False)
+    assert records.JobRecord.load(tmp_path / "jobs" / "slurm-nowhere" / "job.json").status == records.FAILED
