@@ -10,6 +10,9 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   openmpi-bin          # mpirun
   libopenmpi-dev       # mpicc, which mpi4py builds against
+  openssh-server       # sshd on each simulated host: the netns/docker backends' real multi-host MPI path
+  docker.io            # the docker backend's engine (tests start a private dockerd in its own netns)
+  debootstrap          # tests build a minimal Debian base image (no image registry is reachable)
 )
 PIP_EXTRAS="torch,aws,test"
 TORCH_PIN="torch==2.13.0"  # installed first and pinned: the CPU wheel; a range would pull a CUDA build
