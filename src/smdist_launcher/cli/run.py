@@ -38,7 +38,29 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
     p.add_argument("--backend", choices=list(BACKENDS), default=DEFAULT,
                    help="how the simulated hosts run: " + "; ".join(f"{k}: {v[1]}" for k, v in BACKENDS.items()))
+    slurm = p.add_argument_group("with --backend slurm")
+    slurm.add_argument("--partition", help="sbatch --partition")
+    slurm.add_argument("--account", help="sbatch --account")
+    slurm.add_argument("--qos", help="sbatch --qos")
+    slurm.add_argument("--time", help="sbatch --time, e.g. 2:00:00 (default: the job's max_run)")
+    slurm.add_argument("--gpus-per-node", type=int, metavar="G", help="GPUs per node (default: the instance type's)")
+    slurm.add_argument("--no-wait", action="store_true",
+                       help="submit and return; then smdist status|logs --follow|stop NAME")
     return p
+
+
+SLURM_FLAGS = ("partition", "account", "qos", "time", "gpus_per_node")
+
+
+def backend_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Keyword arguments for the chosen backend's run_job (the Slurm flags go to backends.slurm as `slurm=`)."""
+    chosen = {k: getattr(args, k, None) for k in SLURM_FLAGS if getattr(args, k, None) is not None}
+    if getattr(args, "backend", None) == "slurm":
+        return {"slurm": chosen}
+    if chosen or getattr(args, "no_wait", False):
+        flags = ", ".join("--" + k.replace("_", "-") for k in chosen) or "--no-wait"
+        raise ValueError(f"{flags}: only used with --backend slurm")
+    return {}
 
 
 def _pairs(values: list[str], flag: str) -> dict[str, str] | ValidationError:
@@ -83,7 +105,7 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any] | ValidationError
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends.registry import run_job_of
+    from ..backends.registry import CLUSTER_BACKENDS, run_job_of
     from ..estimators import estimator_from_job_file
     from ..estimators.job_names import name_from_base
     from ..spec.catalog import is_local
@@ -101,19 +123,29 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         problem(f"{args.job_file}: {exc}")
         return EXIT_INVALID
-    if not is_local(plan.instance_type):
+    if not is_local(plan.instance_type) and getattr(args, "backend", None) not in CLUSTER_BACKENDS:
         problem(f"{args.job_file}: instance_type: smdist run runs local mode only; {plan.instance_type!r} needs "
                 "Amazon SageMaker. Try --instance-type local")
         return EXIT_INVALID
     try:
         run_job = run_job_of(getattr(args, "backend", None))
-        job = run_job(plan, estimator=estimator, logs=not args.quiet, jobs_root=args.jobs_dir)
+        options = backend_options(args)
+        job = run_job(plan, estimator=estimator, logs=not args.quiet, jobs_root=args.jobs_dir,
+                      wait=not getattr(args, "no_wait", False), **options)
     except JobFailedError as exc:
         problem(str(exc))
         return EXIT_STOPPED if exc.status == "Stopped" else EXIT_FAILED
+    except ValidationError as exc:  # backend options (e.g. --time) are checked before anything is submitted
+        return report_invalid(args.job_file, exc)
     except (FileExistsError, ValueError) as exc:
         problem(f"{args.job_file}: {exc}")
         return EXIT_INVALID
+    except RuntimeError as exc:  # the scheduler refused or is missing (backends.slurm.scheduler.SlurmError)
+        problem(f"{args.job_file}: {exc}")
+        return EXIT_FAILED
+    if getattr(args, "no_wait", False):
+        sys.stdout.write(f"{job.job_name} submitted; follow it with: smdist logs {job.job_name} --follow\n")
+        return EXIT_OK
     if args.quiet:
         sys.stdout.write(f"{job.job_name} Completed {job.model_data or ''}\n")
     return EXIT_OK
