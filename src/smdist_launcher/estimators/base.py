@@ -140,19 +140,22 @@ class FrameworkEstimator:
     # ---- running -----------------------------------------------------------------------------------
     def fit(
         self, inputs: Any = None, wait: bool = True, logs: Any = True, job_name: str | None = None, dry_run: bool = False,
-        backend: str | None = None,
+        backend: str | None = None, **backend_options: Any,
     ) -> Any:
         """Run the job. dry_run=True returns the plan and does nothing else.
 
         Local instance types (local, local_cpu, local_gpu) run on this machine, ml.* types as an Amazon SageMaker
         training job (backends.sagemaker); the result has model_data. `backend` picks how local hosts run
-        (backends/registry.py: "process" by default, "netns", "docker").
+        (backends/registry.py: "process" by default, "netns", "docker"); "slurm" submits to a Slurm cluster, for local
+        and ml.* types alike, with `slurm={"partition": ..., "time": ...}` (backends/slurm/options.py).
         """
         if dry_run:
             return self.plan(inputs, job_name=job_name)
         job_name = job_name or name_from_base(self.base_job_name)
         plan = self.plan(inputs, job_name=job_name)
-        if is_local(plan.instance_type):
+        from ..backends.registry import CLUSTER_BACKENDS
+
+        if is_local(plan.instance_type) or backend in CLUSTER_BACKENDS:
             from ..backends.registry import run_job_of  # lazy: local mode pulls in process supervision
 
             run_job = run_job_of(backend)
@@ -162,7 +165,7 @@ class FrameworkEstimator:
         else:
             from ..backends.sagemaker import run_job  # lazy: boto3 only when submitting
 
-        result = run_job(plan, estimator=self, wait=wait, logs=logs)
+        result = run_job(plan, estimator=self, wait=wait, logs=logs, **backend_options)
         self.latest_job = result
         self.model_data = getattr(result, "model_data", None)
         return result
