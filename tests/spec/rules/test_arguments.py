@@ -68,3 +68,26 @@ def test_unsupported_features_are_named(args: dict[str, Any], key: str) -> None:
 def test_compiler_config_unsupported(args: dict[str, Any]) -> None:
     assert problems("pytorch", {**args, "compiler_config": {"enabled": True}}) == ["compiler_config"]
     assert problems("pytorch", {**args, "compiler_config": {"enabled": False}}) == []
+
+
+def test_hyperparameter_limits_are_sagemakers_and_named_in_the_message(args: dict[str, Any]) -> None:
+    big = "x" * 1_000_000
+    hyperparameters = {"nul": "a\x00b", "huge": big, "k" * 257: 1, "fits": "y" * 2498, "nested": {"a": [big]}}
+    got = dict(messages("pytorch", {**args, "hyperparameters": hyperparameters}))
+    assert "NUL" in got["hyperparameters.nul"]
+    assert "1,000,002 characters as JSON; SageMaker allows at most 2,500" in got["hyperparameters.huge"]
+    assert "at most 2,500" in got["hyperparameters.nested"]
+    assert "257 characters; SageMaker allows at most 256" in got["hyperparameters." + "k" * 257]
+    assert "hyperparameters.fits" not in got  # 2,500 with its quotes: exactly the limit
+    many = {f"h{i}": i for i in range(101)}
+    assert "101 hyperparameters; SageMaker allows at most 100" in dict(
+        messages("pytorch", {**args, "hyperparameters": many}))["hyperparameters"]
+
+
+def test_environment_limits(args: dict[str, Any]) -> None:
+    env = {"NUL": "a\x00b", "LONG": "v" * 513, "OK": "v" * 512}
+    got = dict(messages("pytorch", {**args, "environment": env}))
+    assert set(got) == {"environment.NUL", "environment.LONG"}
+    assert "513 characters; SageMaker allows at most 512" in got["environment.LONG"]
+    many = {f"E{i}": "1" for i in range(101)}
+    assert "at most 100" in dict(messages("pytorch", {**args, "environment": many}))["environment"]

@@ -18,6 +18,14 @@ _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d{1,2}$")
 _ROLE = re.compile(r"^(arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}|[\w+=,.@-]{1,64})$")
 _S3 = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
 DEFAULT_MAX_RUN = 86400
+# CreateTrainingJob's limits (its service model: HyperParameters, TrainingEnvironmentMap). Local runs keep them too:
+# a plan that runs here must run there, and argv / environ cannot carry NUL characters anywhere.
+MAX_HYPERPARAMETERS = 100
+MAX_HYPERPARAMETER_KEY = 256
+MAX_HYPERPARAMETER_VALUE = 2500       # of the JSON text SageMaker receives
+MAX_ENVIRONMENT = 100
+MAX_ENVIRONMENT_KEY = 512
+MAX_ENVIRONMENT_VALUE = 512
 
 _UNSUPPORTED = {
     "git_config": "code from git is not supported; clone the repository and point source_dir at it",
@@ -49,10 +57,34 @@ def _json_problem(value: Any) -> str | None:
     return None
 
 
+def _size_problem(key: str, value: Any) -> str | None:
+    """SageMaker's per-entry limits on one hyperparameter (None when within)."""
+    if "\x00" in key or (isinstance(value, str) and "\x00" in value):
+        return "must not contain NUL characters (a process's arguments cannot carry them)"
+    if len(key) > MAX_HYPERPARAMETER_KEY:
+        return f"the name has {len(key)} characters; SageMaker allows at most {MAX_HYPERPARAMETER_KEY}"
+    try:
+        encoded = len(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError):
+        return None  # reported as not JSON-encodable below
+    if encoded > MAX_HYPERPARAMETER_VALUE:
+        return (f"the value is {encoded:,} characters as JSON; SageMaker allows at most {MAX_HYPERPARAMETER_VALUE:,}: "
+                "pass large data as an input channel or a file in source_dir")
+    return None
+
+
 def _hyperparameters(ctx: RuleContext) -> Iterator[ErrorItem]:
-    for key, value in (ctx.args.hyperparameters or {}).items():
+    hyperparameters = ctx.args.hyperparameters or {}
+    if len(hyperparameters) > MAX_HYPERPARAMETERS:
+        yield item("hyperparameters", f"{len(hyperparameters)} hyperparameters; SageMaker allows at most "
+                                      f"{MAX_HYPERPARAMETERS} (the launcher adds a few of its own): group related "
+                                      "values into one JSON value or a config file")
+    for key, value in hyperparameters.items():
         path = join_path("hyperparameters", key)
-        if not key.strip():
+        size = _size_problem(key, value)
+        if size:
+            yield item(path, size, value)
+        elif not key.strip():
             yield item(path, "hyperparameter names must not be empty", key)
         elif key.startswith("sagemaker_"):
             yield item(path, "names starting with 'sagemaker_' are reserved for the launcher; rename it", value)
@@ -70,12 +102,20 @@ def _hyperparameters(ctx: RuleContext) -> Iterator[ErrorItem]:
 
 
 def _environment(ctx: RuleContext) -> Iterator[ErrorItem]:
-    for key, value in (ctx.args.environment or {}).items():
+    environment = ctx.args.environment or {}
+    if len(environment) > MAX_ENVIRONMENT:
+        yield item("environment", f"{len(environment)} variables; SageMaker allows at most {MAX_ENVIRONMENT}")
+    for key, value in environment.items():
         path = join_path("environment", key)
         if not _ENV_NAME.match(key):
             yield item(path, "environment variable names are letters, digits and '_', not starting with a digit", key)
+        elif len(key) > MAX_ENVIRONMENT_KEY:
+            yield item(path, f"the name has {len(key)} characters; SageMaker allows at most {MAX_ENVIRONMENT_KEY}")
         elif "\x00" in value:
-            yield item(path, "must not contain NUL characters")
+            yield item(path, "must not contain NUL characters (a process's environment cannot carry them)")
+        elif len(value) > MAX_ENVIRONMENT_VALUE:
+            yield item(path, f"the value has {len(value):,} characters; SageMaker allows at most "
+                             f"{MAX_ENVIRONMENT_VALUE}: pass large data as an input channel or a file", value)
 
 
 def _uris(ctx: RuleContext) -> Iterator[ErrorItem]:
