@@ -13,6 +13,7 @@ from ...contract import MLPaths, read_hyperparameters_raw, write_json
 from ...contract.config_files import hyperparameters_for
 from ...contract.secrets import SECRET_HPS_ENV, encode_secret_env, redact_hyperparameters_raw, secret_hyperparameters
 from ...plan.model import LaunchPlan
+from .loopback import confinement_env
 
 # Set by a launcher we might be running under (torchrun, mpirun, a SageMaker container, another
 # smdist job): inherited, they would make the hosts join the wrong job.
@@ -50,6 +51,8 @@ def host_environment(
         "SMDIST_CHECKPOINT_DIR": checkpoint_dir,
         "PYTHONUNBUFFERED": "1",
     })
+    # Every socket the job listens on stays on this host's loopback address (loopback_bind.c).
+    env.update(confinement_env(addresses.get(host, "127.0.0.1"), env))
     # Secret hyperparameters reach the host's runtime only here (hyperparameters.json on disk holds REDACTED).
     raw = hyperparameters_for(plan.model_dump(mode="json"))
     if secret_hyperparameters(raw):
