@@ -73,3 +73,17 @@ def test_a_victim_read_first_still_loses_to_the_cause():
         t.observe(None, line, 14)
     d = t.diagnosis(1, [])
     assert (d["rank"], d["likely_victim"], d["time"]) == (3, False, 12)
+
+
+def test_a_plain_ddp_script_under_mpirun_gets_a_hint():
+    t = FailureTracker("algo-1", [0, 1])
+    t.observe(0, "Traceback (most recent call last):", 10)
+    t.observe(0, "ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable "
+                 "RANK expected, but not set", 11)
+    d = t.diagnosis(1, ["mpirun"])
+    assert "use torch_distributed, or copy those into RANK, WORLD_SIZE and LOCAL_RANK" in d["hint"]
+    assert "\nHint: torch's env:// rendezvous needs RANK" in failure_text(d)
+    t = FailureTracker("algo-1", [0])
+    t.observe(0, "Traceback (most recent call last):", 10)
+    t.observe(0, "ValueError: boom", 11)
+    assert t.diagnosis(1, ["python"])["hint"] is None and "Hint" not in failure_text(t.diagnosis(1, ["python"]))

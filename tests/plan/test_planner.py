@@ -132,6 +132,12 @@ def test_smddp_single_node_and_pytorchddp_flag(make_job: Callable[..., ResolvedJ
     assert plan.sagemaker_hyperparameters["sagemaker_pytorch_ddp_enabled"] == "true"
 
 
+def test_local_runs_name_no_efa_provider(make_job: Callable[..., ResolvedJob]) -> None:
+    for strategy in ("pytorchddp", "smddp", "torch_distributed", "mpi"):
+        plan = build_plan(make_job(strategy=strategy, instance="local", processes_per_host=2))
+        assert "FI_PROVIDER=efa" not in plan.hosts[0].argv and "FI_PROVIDER" not in plan.hosts[0].env, strategy
+
+
 def test_bad_custom_mpi_options_name_their_key(make_job: Callable[..., ResolvedJob]) -> None:
     for strategy, key in [("mpi", "distribution.mpi.custom_mpi_options"), ("smddp", "distribution.smdistributed.dataparallel.custom_mpi_options")]:
         for options in ["-x 'unclosed", "--NCCL_DEBUG"]:

@@ -25,6 +25,21 @@ _VICTIM = re.compile(r"Connection closed by peer|Connection reset by peer|Broken
                      r"DistNetworkError|DistBackendError|recvBytes|Socket Timeout|timed out|Terminated|SIGTERM", re.I)
 
 
+# Known errors whose cause is the launch setup, not the script's logic: (pattern in the traceback, hint).
+_HINTS = (
+    (re.compile(r"environment variable (RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT) expected, but not set"),
+     "torch's env:// rendezvous needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. torchrun sets them "
+     "(distribution torch_distributed); mpirun (distribution mpi) sets OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK "
+     "instead: use torch_distributed, or copy those into RANK, WORLD_SIZE and LOCAL_RANK before init_process_group"),
+)
+
+
+def hint_for(lines: list[str]) -> str | None:
+    """What to do about a failure whose traceback shows a known launch-setup error."""
+    text = "\n".join(lines)
+    return next((hint for pattern, hint in _HINTS if pattern.search(text)), None)
+
+
 def signal_name(num: int) -> str | None:
     try:
         return _signal.Signals(num).name
@@ -132,6 +147,7 @@ class FailureTracker:
             "traceback": tb,
             "likely_victim": bool(_VICTIM.search("\n".join(tb))),  # tb may be the launcher's tail
             "command": command,
+            "hint": hint_for(tb),
         }
 
 
@@ -140,7 +156,8 @@ def failure_text(d: dict[str, Any]) -> str:
     who = f"host {d['host']}" + (f", rank {d['rank']}" if d.get("rank") is not None else "")
     sig = f" ({d['signal']})" if d.get("signal") else ""
     body = "\n".join(d.get("traceback") or [])
-    return (f"ExecuteUserScriptError: {who} failed first with exit code {d['exit_code']}{sig}\n"
+    hint = f"Hint: {d['hint']}\n" if d.get("hint") else ""
+    return (f"ExecuteUserScriptError: {who} failed first with exit code {d['exit_code']}{sig}\n{hint}"
             f"ExitCode {d['exit_code']}\nErrorMessage \"{body}\"\nCommand \"{' '.join(d.get('command') or [])}\"\n")
 
 

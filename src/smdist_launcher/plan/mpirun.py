@@ -118,7 +118,8 @@ def smddp_argv(job: ResolvedJob, hosts: list[str], master: str, program: list[st
         "-x", f"NCCL_SOCKET_IFNAME={iface}", "-x", f"NCCL_DEBUG={opts.nccl_debug}",
         "-x", "LD_LIBRARY_PATH", "-x", "PATH",
         "-x", "SMDATAPARALLEL_USE_HOMOGENEOUS=1" if multi_node else "SMDATAPARALLEL_USE_SINGLENODE=1",
-        "-x", "FI_PROVIDER=efa", "-x", "RDMAV_FORK_SAFE=1",
+        # the toolkit always asks libfabric for EFA; local mode has none (and names no provider, as torchrun's hosts)
+        *(() if job.instance.local else ("-x", "FI_PROVIDER=efa")), "-x", "RDMAV_FORK_SAFE=1",
         *opts.extra,
     ]
     if job.instance.efa:

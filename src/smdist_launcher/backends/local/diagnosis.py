@@ -94,8 +94,9 @@ def describe_failure(failure_files: dict[str, Path], log_files: dict[str, Path],
     else:
         return "failed", "no host reported a failure"
     body = "\n".join("  " + line for line in lines) if lines else "  (no traceback captured)"
+    hint = f"\nhint: {first['hint']}" if first is not None and first.get("hint") else ""
     where = f"\nfull log: {log}" if log else ""
-    return reason, f"{reason}:\n{body}{where}"
+    return reason, f"{reason}:\n{body}{hint}{where}"
 
 
 STOP_REASON_RANKS = 4
