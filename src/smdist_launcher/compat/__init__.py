@@ -8,6 +8,9 @@ from pathlib import Path
 
 SITE_DIR = Path(__file__).resolve().parent / "site"
 
+# The SMP v1 API level smdist_launcher.smp.v1 follows (the last v1 release line): smdistributed.modelparallel.__version__
+SMP_V1_VERSION = "1.15.0"
+
 # user-facing module -> our implementation (owner in the project).
 ALIASES: dict[str, tuple[str, str]] = {
     "smdistributed.dataparallel.torch.torch_smddp": ("smdist_launcher.smddp", "smddp (issue 4)"),

@@ -32,7 +32,7 @@ from .step import StepOutput, step
 from .tensor_parallel import set_tensor_parallelism, tensor_parallelism, tp_register, tp_register_with_module
 from .topology import build_topology
 
-__version__ = "1.15.0"  # the SMP v1 API level this module follows (the last v1 release line)
+from ...compat import SMP_V1_VERSION as __version__  # noqa: E402
 
 log = logging.getLogger("smdist_launcher.smp.v1")
 

@@ -5,9 +5,12 @@
       <tag>, user_content_<tag>                                                 (partial=False: full model)
       newest                                                                    (the newest tag)
 
-Partial files hold this rank's local shards (one writer per (pp, tp) position: rdp rank 0). A full checkpoint is
-the whole model's state dict (tensor-parallel shards gathered, pipeline stages merged) written by rank 0; the
-model's own keys are kept, so a Hugging Face model's full checkpoint is already in Hugging Face's keys.
+Partial files hold this rank's local shards. Every rank writes its own (pp, tp) file, by an atomic rename: the
+data-parallel replicas write identical bytes, so on a shared filesystem one of them wins whole, and on per-host
+disks (each SageMaker instance's /opt/ml/checkpoints) every host has what its ranks need to resume. A full
+checkpoint is the whole model's state dict (tensor-parallel shards gathered, pipeline stages merged), written the
+same way by the first rank of each host; the model's own keys are kept, so a Hugging Face model's full checkpoint
+is already in Hugging Face's keys.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
+from ..process_group import local_rank
 from .checkpoint import _gather_full, _local
 from .notices import warn_once
 from .state import state
@@ -49,38 +53,46 @@ def save_checkpoint(path: str | os.PathLike, tag: str, partial: bool = True, mod
                     user_content: Any = None, translate_if_full: bool = True,
                     num_kept_partial_checkpoints: int | None = None) -> None:
     """Call on every rank with the same tag."""
-    topo = state.topo()
     root = Path(path)
-    rank0 = dist.get_rank() == 0
-    if rank0:
-        root.mkdir(parents=True, exist_ok=True)
-    dist.barrier()
+    host_first = local_rank() == 0
+    root.mkdir(parents=True, exist_ok=True)
     if partial:
         folder = root / f"{tag}_partial"
-        if topo.rdp_rank == 0:
-            folder.mkdir(parents=True, exist_ok=True)
-            info = _rank_info()
-            if model is not None:
-                torch.save(_local(model.local_state_dict()), folder / f"model_{info}.pt")
-            if optimizer is not None:
-                torch.save(_local(optimizer.local_state_dict()), folder / f"optimizer_{info}.pt")
-            if rank0:
-                torch.save(user_content, folder / "user_content.pt")
+        folder.mkdir(parents=True, exist_ok=True)
+        info = _rank_info()
+        if model is not None:
+            _atomic_save(_local(model.local_state_dict()), folder / f"model_{info}.pt")
+        if optimizer is not None:
+            _atomic_save(_local(optimizer.local_state_dict()), folder / f"optimizer_{info}.pt")
+        if host_first:
+            _atomic_save(user_content, folder / "user_content.pt")
     else:
         full = _full_model_state(model) if model is not None else None
         if optimizer is not None:
             warn_once("ckpt-full-opt", "save_checkpoint(partial=False) writes the full model only (as SMP does); "
                       "the optimizer state is kept in partial checkpoints")
-        if rank0:
+        if host_first:
             if full is not None:
-                torch.save(full, root / tag)
-            torch.save(user_content, root / f"user_content_{tag}")
+                _atomic_save(full, root / tag)
+            _atomic_save(user_content, root / f"user_content_{tag}")
     dist.barrier()
-    if rank0:
-        (root / NEWEST).write_text(f"{tag}{'_partial' if partial else ''}\n")
+    if host_first:
+        _atomic_write_text(root / NEWEST, f"{tag}{'_partial' if partial else ''}\n")
         if partial and num_kept_partial_checkpoints is not None:
             _prune(root, num_kept_partial_checkpoints, keep=f"{tag}_partial")
     dist.barrier()
+
+
+def _atomic_save(obj: Any, target: Path) -> None:
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, target)
+
+
+def _atomic_write_text(target: Path, text: str) -> None:
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, target)
 
 
 def _prune(root: Path, keep_count: int, keep: str) -> None:
@@ -90,7 +102,7 @@ def _prune(root: Path, keep_count: int, keep: str) -> None:
         if excess <= 0:
             break
         if folder.name != keep:
-            shutil.rmtree(folder)
+            shutil.rmtree(folder, ignore_errors=True)  # another host's first rank may prune a shared folder too
             excess -= 1
 
 

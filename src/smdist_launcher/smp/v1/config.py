@@ -42,6 +42,16 @@ _HANDLED = frozenset(V1Config.__dataclass_fields__) | {"partitions"}
 _IGNORED = ALL_KEYS - _HANDLED
 
 
+# Parsed and checked like SMP does, but nothing here acts on them (said once when set to a non-default value).
+_NO_EFFECT = {
+    "optimize": "it picks SMP's memory/speed trade-off for tensor parallelism; the layout here is fixed",
+    "offload_activations": "activations stay in device memory with SMP v1 here (SMP v2's sm_activation_offloading "
+                           "offloads)",
+    "activation_loading_horizon": "it tunes activation offloading, which SMP v1 does not do here",
+    "active_microbatches": "the torch pipelining schedule decides how many microbatches are in flight",
+}
+
+
 def parse_v1(raw: Mapping[str, Any], where: str = KEY_PATH) -> V1Config:
     errors: list[ErrorItem] = []
     values: dict[str, Any] = {}
@@ -80,6 +90,9 @@ def parse_v1(raw: Mapping[str, Any], where: str = KEY_PATH) -> V1Config:
     if values.get("tensor_parallel_degree", 1) > 1 and not values.get("ddp", False):
         errors.append(ErrorItem(f"{where}.ddp", "must be true when tensor_parallel_degree > 1 (as in SMP v1)",
                                 values.get("ddp", False)))
+    for key, why in _NO_EFFECT.items():
+        if key in values and values[key] != getattr(V1Config(), key):
+            warn_once(f"param-{key}", f"parameter {key}={values[key]!r} has no effect here: {why}")
     for key in ("fp16", "bf16"):
         if values.get(key):
             warn_once(f"param-{key}", f"parameter {key}=true has no effect here: the model keeps its own dtype; use "
