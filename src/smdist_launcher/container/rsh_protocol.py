@@ -12,6 +12,7 @@ from typing import Any, Iterator
 OUTPUT = b"O"
 EXIT = b"X"
 _HEADER = struct.Struct(">cI")
+MAX_FRAME = 1 << 24  # the server sends output in chunks of 64 KiB
 
 
 def send_request(sock: socket.socket, token: str, host: str, command: str) -> None:
@@ -51,6 +52,8 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 def read_frames(sock: socket.socket) -> Iterator[tuple[bytes, bytes]]:
     while True:
         kind, length = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
+        if kind not in (OUTPUT, EXIT) or length > MAX_FRAME:
+            raise ConnectionError(f"rsh server sent a malformed frame ({kind!r}, {length} bytes)")
         yield kind, _recv_exact(sock, length)
         if kind == EXIT:
             return
