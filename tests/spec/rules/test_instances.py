@@ -62,3 +62,28 @@ def test_matching_processes_do_not_warn(args: dict[str, Any]) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         validate_args("pytorch", args)
+
+
+def test_sagemaker_cluster_bounds_name_the_limit(args: dict[str, Any]) -> None:
+    got = messages("pytorch", {**args, "instance_count": 2**31,
+                               "distribution": {"torch_distributed": {"enabled": True},
+                                                "mpi": {"processes_per_host": 100_000}}})
+    assert "2,147,483,648 instances; at most 4,096 per training job" in got["instance_count"]
+    assert "at most 96 (ml.p4d.24xlarge has 96 vCPUs)" in got["distribution.mpi.processes_per_host"]
+    ok = {**args, "instance_count": 4096, "distribution": {"torch_distributed": {"enabled": True},
+                                                           "mpi": {"processes_per_host": 8}}}
+    assert problems("pytorch", ok) == []
+
+
+def test_local_cluster_is_bounded_by_this_machine(args: dict[str, Any]) -> None:
+    from smdist_launcher.spec.local_capacity import capacity
+
+    room = capacity().processes
+    got = messages("pytorch", {**args, "instance_type": "local", "instance_count": 2**31})
+    assert "local mode runs every host on this machine: 2,147,483,648 hosts" in got["instance_count"]
+    assert f"at most {room:,}: " in got["instance_count"]
+    got = messages("pytorch", {**args, "instance_type": "local", "instance_count": 2,
+                               "distribution": {"torch_distributed": {"enabled": True},
+                                                "mpi": {"processes_per_host": room}}})
+    assert "lower instance_count or processes_per_host" in got["distribution.mpi.processes_per_host"]
+    assert problems("pytorch", {**args, "instance_type": "local", "instance_count": 2}) == []

@@ -14,6 +14,12 @@ STRATEGY_KEY = {
     "multi_worker_mirrored_strategy": "distribution.multi_worker_mirrored_strategy",
     "torch_distributed": "distribution.torch_distributed",
 }
+# CreateTrainingJob sets no maximum on InstanceCount: each account's quota does (adjustable, per instance type; see
+# Service Quotas, Amazon SageMaker). This bound only keeps a typo (2**31 hosts) from planning itself out of memory.
+MAX_INSTANCE_COUNT = 4096
+# Without a catalog vCPU count: a process per vCPU of the largest instances, with room to spare.
+MAX_PROCESSES_PER_HOST = 256
+PPH_PATH = "distribution.mpi.processes_per_host"
 _NEEDS_GPU = {"smddp": "smdistributed.dataparallel", "pytorchddp": "pytorchddp", "smp_v1": "smdistributed.modelparallel",
               "smp_v2": "smdistributed.modelparallel"}
 
@@ -47,6 +53,46 @@ def _known(ctx: RuleContext) -> Iterator[ErrorItem]:
                      "local_gpu; new types go in smdist_launcher/spec/instances.json)", ctx.instance_type)
 
 
+def _count_path(ctx: RuleContext) -> str:
+    return "instance_count" if ctx.args.instance_count is not None else "instance_groups[0].instance_count"
+
+
+def _bounds(ctx: RuleContext) -> Iterator[ErrorItem]:
+    """Upper bounds on the cluster: SageMaker's for ml.* types, this machine's for local ones."""
+    count, info = ctx.instance_count, ctx.instance
+    if count is None or ctx.touches_broken("instance_count", "instance_groups"):
+        return
+    if info is not None and info.local:
+        yield from _local_bounds(ctx, count)
+        return
+    if count > MAX_INSTANCE_COUNT:
+        yield item(_count_path(ctx), f"{count:,} instances; at most {MAX_INSTANCE_COUNT:,} per training job (and your "
+                                     "account's SageMaker quota for the instance type, usually far lower: see Service "
+                                     "Quotas)", count)
+    pph = ctx.launch.processes_per_host
+    limit, what = ((info.vcpus, f"{info.instance_type} has {info.vcpus} vCPUs") if info is not None and info.vcpus
+                   else (MAX_PROCESSES_PER_HOST, "a fixed bound"))
+    if ctx.launch.strategy is not None and pph > limit:
+        yield item(PPH_PATH, f"{pph:,} processes per host; at most {limit} ({what}): one process per GPU, Neuron core "
+                             "or vCPU at most", pph)
+
+
+def _local_bounds(ctx: RuleContext, count: int) -> Iterator[ErrorItem]:
+    from ..local_capacity import capacity
+
+    pph = ctx.launch.processes_per_host if ctx.launch.strategy is not None else 1
+    if ctx.touches_broken("distribution"):
+        pph = 1
+    processes = count * (pph + 1)  # every rank, plus one runtime per simulated host
+    room = capacity()
+    if processes > room.processes:
+        path = _count_path(ctx) if pph == 1 or count > room.processes // 2 else PPH_PATH
+        yield item(path, f"local mode runs every host on this machine: {count:,} hosts × ({pph:,} processes + 1 "
+                         f"runtime) = {processes:,} processes, more than this machine can hold (at most "
+                         f"{room.processes:,}: {room.why}); lower instance_count or processes_per_host",
+                   count if path != PPH_PATH else pph)
+
+
 def _hardware(ctx: RuleContext) -> Iterator[ErrorItem]:
     info, strategy = ctx.instance, ctx.launch.strategy
     if info is None or strategy is None:
@@ -67,12 +113,11 @@ def _hardware(ctx: RuleContext) -> Iterator[ErrorItem]:
             ctx.warn(f"distribution.mpi.processes_per_host: {pph} processes per host but {info.instance_type} has {count} "
                      f"{what}; ranks will share devices")
             return
-    if not info.gpus and not info.neuron_cores and info.vcpus and pph > info.vcpus:
-        ctx.warn(f"distribution.mpi.processes_per_host: {pph} processes per host but {info.instance_type} has "
-                 f"{info.vcpus} vCPUs")
+    # more processes than vCPUs: an error (_bounds)
 
 
 def check(ctx: RuleContext) -> Iterator[ErrorItem]:
     yield from _completeness(ctx)
     yield from _known(ctx)
+    yield from _bounds(ctx)
     yield from _hardware(ctx)
