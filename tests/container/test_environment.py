@@ -32,6 +32,15 @@ def test_process_env_local_mode(tmp_path):
     assert json.loads(env["SM_TRAINING_ENV"])["master_hostname"] == "algo-1"
 
 
+def test_toolkit_base_dir_points_at_the_hosts_tree_unless_it_is_opt_ml(tmp_path, monkeypatch):
+    plan = make_plan("torchrun", port=1234)
+    paths = write_host_config(tmp_path, plan, "algo-2")
+    env = process_env(paths, plan, plan["hosts"][1], {"SAGEMAKER_BASE_DIR": "/elsewhere"}, {})
+    assert env["SAGEMAKER_BASE_DIR"] == str(tmp_path)  # sagemaker_training reads this host, not /opt/ml
+    monkeypatch.setattr("smdist_launcher.container.environment.DEFAULT_ROOT", str(tmp_path))
+    assert "SAGEMAKER_BASE_DIR" not in process_env(paths, plan, plan["hosts"][1], {}, {})  # a real container
+
+
 def test_load_plan_errors(tmp_path):
     import pytest
 

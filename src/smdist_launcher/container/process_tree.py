@@ -10,6 +10,19 @@ import signal
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
+
+
+def _term_with_parent() -> None:
+    """preexec_fn: SIGTERM when the runtime dies, even by SIGKILL. mpirun then stops the ranks it started itself
+    (the master host's own ranks: where gethostname() is the host's name, mpirun runs them without an orted)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+TERM_WITH_PARENT = _term_with_parent if hasattr(os, "fork") else None
 
 
 def become_subreaper() -> bool:

@@ -28,7 +28,7 @@ from .failure import FailureTracker, signal_name, write_failure, write_success
 from .host_isolation import HostIsolation, isolate_host, needed as isolation_needed, scratch_env
 from .log_lines import FixedRankLines, LineSplitter, MpiTagLines, TorchrunLines
 from .multihost import MASTER_DONE_WAIT_S, HostUnreachable, MasterSsh, job_key, master_verdict, ssh_port, worker_hosts
-from .process_tree import become_subreaper, is_alive, terminate_descendants
+from .process_tree import TERM_WITH_PARENT, become_subreaper, is_alive, terminate_descendants
 from .ps_sidecar import ParameterServerSidecar, stop_process
 from .rsh_agent import DEFAULT_WAIT_S, LOCAL_HOSTS_ENV, WAIT_ENV
 from .rsh_server import RshServer
@@ -113,9 +113,6 @@ class HostRuntime:
     def _prepare(self) -> dict[str, str]:
         for d in self.paths.all_dirs():
             d.mkdir(parents=True, exist_ok=True)
-    def _prepare(self) -> dict[str, str]:
-        for d in self.paths.all_dirs():
-            d.mkdir(parents=True, exist_ok=True)
         self._isolate()
         self.paths.rsh_file.unlink(missing_ok=True)  # a stale one would send the master's agent to a dead port
         write_json(self.paths.run_dir / "runtime.json", {"pid": os.getpid(), "host": self.host})
@@ -195,7 +192,10 @@ class HostRuntime:
         self.console.say(f"running: {' '.join(self.command)}")
         with self._worker_lock:
             proc = subprocess.Popen(argv, env=env, cwd=str(self.paths.code_dir), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=TERM_WITH_PARENT,
+                                    # mpirun outlives a kill of the runtime's group just long enough to stop the ranks
+                                    # it started itself (the host's own ones run without an orted: host_isolation.py)
+                                    start_new_session=is_mpirun(argv))
             self._worker = proc
             if self._abort_worker:
                 proc.terminate()
