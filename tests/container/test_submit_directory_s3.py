@@ -8,6 +8,8 @@ import pytest
 
 from smdist_launcher.container.submit_directory import UnsafeArchiveError, prepare_code
 
+from backends.moto_s3 import moto_endpoint  # noqa: F401 - the shared moto server fixture
+
 boto3 = pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
 
@@ -50,3 +52,20 @@ def test_s3_unsafe_archive_refused(s3, tmp_path):
     with pytest.raises(UnsafeArchiveError):
         prepare_code("s3://code-bucket/evil.tar.gz", tmp_path / "code")
     assert not (tmp_path / "evil.py").exists()
+
+
+def test_s3_source_follows_the_projects_endpoint_override(moto_endpoint, monkeypatch, tmp_path):
+    """$SMDIST_S3_ENDPOINT_URL alone (what local mode and the backends honour) decides where code comes from:
+    boto3 on its own would fetch a bucket of that name from AWS."""
+    for key in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in {"SMDIST_S3_ENDPOINT_URL": moto_endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                       "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+                       # a wrong default endpoint: the test fails at once instead of trying AWS for a minute
+                       "AWS_MAX_ATTEMPTS": "1"}.items():
+        monkeypatch.setenv(key, value)
+    client = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    client.create_bucket(Bucket="override-bucket")
+    client.put_object(Bucket="override-bucket", Key="src/sourcedir.tar.gz", Body=_targz({"train.py": b"print(2)"}))
+    prepare_code("s3://override-bucket/src/sourcedir.tar.gz", tmp_path / "code")
+    assert (tmp_path / "code" / "train.py").read_bytes() == b"print(2)"

@@ -10,6 +10,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from ..contract.s3_endpoint import s3_endpoint, s3_region
+
 
 class UnsafeArchiveError(ValueError):
     """An archive member would land outside the code directory, or is a device/FIFO."""
@@ -67,7 +69,8 @@ def _download_s3(uri: str, to: str) -> None:
     bucket, _, key = uri[len("s3://"):].partition("/")
     if not bucket or not key:
         raise ValueError(f"sagemaker_submit_directory {uri!r}: expected s3://bucket/key.tar.gz")
-    boto3.client("s3").download_file(bucket, key, to)
+    # The endpoint override the rest of the project honours: a MinIO/moto user never fetches code from AWS.
+    boto3.client("s3", endpoint_url=s3_endpoint(), region_name=s3_region()).download_file(bucket, key, to)
 
 
 def prepare_code(submit_dir: str | None, code_dir: str | os.PathLike[str]) -> str:

@@ -4,13 +4,13 @@ The endpoint comes from $SMDIST_S3_ENDPOINT_URL, $AWS_ENDPOINT_URL_S3 or $AWS_EN
 so tests (and MinIO/moto users) can point at a server on 127.0.0.1."""
 from __future__ import annotations
 
-import os
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ...contract.s3_endpoint import ENDPOINT_ENVS, s3_endpoint, s3_region
 from .locations import Location
 
-ENDPOINT_ENVS = ("SMDIST_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+__all__ = ["ENDPOINT_ENVS", "client"]
 
 
 def client() -> Any:
@@ -18,9 +18,7 @@ def client() -> Any:
         import boto3  # lazy: only jobs with s3:// locations need it
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ImportError("s3:// locations need boto3: pip install 'smdist-launcher[aws]'") from exc
-    endpoint = next((os.environ[e] for e in ENDPOINT_ENVS if os.environ.get(e)), None)
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    return boto3.client("s3", endpoint_url=endpoint, region_name=region)
+    return boto3.client("s3", endpoint_url=s3_endpoint(), region_name=s3_region())
 
 
 def safe_relative(name: str, uri: str) -> PurePosixPath:
