@@ -88,3 +88,28 @@ def test_logs_follow_streams_a_running_job_to_its_end(ws, capsys):
         mine = [line[len(prefix):] for line in out.splitlines() if line.startswith(prefix)]
         assert mine == [f"line {i}" for i in range(5)] + ["last line"]
     assert job.wait().status == "Completed"
+
+
+def test_model_uri_is_staged_as_the_model_channel(ws, monkeypatch):
+    """SageMaker gives model_uri to the job as channel `model` (SM_CHANNEL_MODEL); local mode does the same."""
+    import tarfile
+
+    from smdist_launcher import PyTorch
+
+    monkeypatch.setenv("SMDIST_JOBS_DIR", str(ws.jobs))
+    model = ws.root / "pretrained"
+    model.mkdir()
+    (model / "weights.txt").write_text("pretrained weights")
+    script = ('src = os.path.join(os.environ["SM_CHANNEL_MODEL"], "weights.txt")\n'
+              'channels = json.loads(os.environ["SM_CHANNELS"])\n'
+              'open(os.path.join(os.environ["SM_MODEL_DIR"], "seen.txt"), "w").write(open(src).read() + " " + '
+              '",".join(channels))\n')
+    ws.plan(script, strategy="single", hosts=2)  # writes the script
+    est = PyTorch(entry_point="train.py", source_dir=str(ws.src), instance_type="local", instance_count=2,
+                  framework_version="2.3", py_version="py311", model_uri=model.as_uri())
+    job = est.fit(logs=False, job_name="with-model-uri")
+    with tarfile.open(job.job_dir / "output" / "model.tar.gz") as tar:
+        assert tar.extractfile("seen.txt").read().decode() == "pretrained weights model"
+    config = json.loads((job.job_dir / "hosts" / "algo-2" / "opt" / "ml" / "input" / "config" /
+                         "inputdataconfig.json").read_text())
+    assert config["model"]["ContentType"] == "application/x-sagemaker-model"

@@ -28,7 +28,7 @@ from .localize import with_master_port
 from .logs import LogMux
 from .outputs import checkpoint_dir, collect_outputs, restore_checkpoints, save_checkpoints
 from .stack_dumps import RankStack, dump_stacks
-from .staging import local_code_source, stage_channels, stage_code
+from .staging import local_code_source, stage_channels, stage_code, with_model_channel
 from .supervisor import HostLaunch, Interrupted, Outcome, Supervisor, stop_signals_interrupt
 
 GPU_INSTANCE_TYPES = ("local_gpu",)
@@ -251,6 +251,7 @@ def run_job(plan: LaunchPlan, *, estimator: Any = None, wait: bool = True, logs:
     wait=False returns at once (call .wait()). `estimator` (optional) tells where a relative
     source_dir lives (its job file's folder); without it, the working directory."""
     code_source = local_code_source(plan, estimator)
+    plan = with_model_channel(plan, estimator)
     job_dir = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
     job = LocalJob(plan, job_dir, logs=logs, grace=grace, code_source=code_source)
     if wait:

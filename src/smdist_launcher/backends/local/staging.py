@@ -105,6 +105,27 @@ def local_code_source(plan: LaunchPlan, estimator: object = None) -> Path | None
     return Path(known) if known else parse_location(plan.entry_point, field="entry_point").path
 
 
+def with_model_channel(plan: LaunchPlan, estimator: object = None) -> LaunchPlan:
+    """SageMaker hands model_uri to the job as one more File channel (`model`, or model_channel_name, content type
+    application/x-sagemaker-model): the same here, so it is staged like any input and the script finds it in
+    SM_CHANNEL_MODEL. Plans keep it out (the SageMaker request adds it itself); the estimator knows it."""
+    from ...spec.inputs import normalize_inputs
+    from ..sagemaker.request import MODEL_CONTENT_TYPE
+
+    spec = getattr(estimator, "spec", None)
+    uri = getattr(spec, "model_uri", None)
+    if not uri:
+        return plan
+    name = getattr(spec, "model_channel_name", None) or "model"
+    if name in plan.channels:
+        raise ValueError(f"inputs.{name}: model_uri is given to the job as channel {name!r} too; rename that input "
+                         "or set model_channel_name")
+    base_dir = getattr(spec, "base_dir", None)
+    channel = normalize_inputs({name: uri}, instance_type=plan.instance_type, base_dir=base_dir)[name]
+    channel = channel.model_copy(update={"content_type": MODEL_CONTENT_TYPE, "input_mode": "File"})
+    return plan.model_copy(update={"channels": {**plan.channels, name: channel}})
+
+
 def stage_code(source: Path | None, hosts: dict[str, MLPaths], keep_out: Path) -> None:
     """Copy the code into each host's code/. None (s3://) is left to the runtime, which unpacks
     sagemaker_submit_directory itself."""
