@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "logs": "smdist_launcher.cli.logs",
     "rm": "smdist_launcher.cli.rm",
     "prune": "smdist_launcher.cli.prune",
+    "image": "smdist_launcher.cli.image",
 }
 _RUN_KEY = "_smdist_run"
 
