@@ -21,7 +21,7 @@ from ..contract import MLPaths
 SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd")
 PRIVSEP_DIR = Path("/run/sshd")
 FORCED_COMMAND_MODULE = "smdist_launcher.container.ssh_command"
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 120.0  # a loaded machine (CI: 2 cores) can take a while
 
 
 def ssh_dir(paths: MLPaths) -> Path:

@@ -22,7 +22,7 @@ from smdist_launcher.estimators.base import estimator_from_job_file
 
 from .conftest import EXAMPLE
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # 2 cores shared: torch imports dominate
 
 
 def _assert_nothing_left(job) -> None:
