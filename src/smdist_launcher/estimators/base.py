@@ -62,6 +62,30 @@ class FrameworkEstimator:
         estimator._adopt(job.args, job.args.model_dump(exclude_unset=True), job_file=job)
         return estimator
 
+    @classmethod
+    def attach(cls, training_job_name: str, region: str | None = None, wait: bool = True, logs: Any = "None") -> Any:
+        """The estimator of a SageMaker training job submitted earlier (or elsewhere), with latest_training_job set.
+        Like the SDK, waits for the job unless wait=False (logs as in fit())."""
+        from ..backends.sagemaker import attach_job, attached_arguments  # lazy: boto3
+
+        job = attach_job(training_job_name, region=region)
+        args = attached_arguments(job.describe())
+        if region:
+            args["region"] = region
+        spec = validate_args(cls.framework, args, check_source=False)
+        estimator = cls.__new__(cls)
+        estimator._adopt(spec, args, job_file=None)
+        estimator.latest_job = job
+        if wait:
+            job.wait(logs=logs)
+        estimator.model_data = job.model_data
+        return estimator
+
+    @property
+    def latest_training_job(self) -> Any:
+        """The job the last fit() started (SageMaker: describe(), wait(logs=...), stop(), logs())."""
+        return self.latest_job
+
     # ---- SageMaker-like attributes -----------------------------------------------------------------
     @property
     def spec(self) -> EstimatorArgs:

@@ -27,14 +27,19 @@ def family(name: str) -> dict[str, Any]:
     return _data()[name]
 
 
+def version_order(version: str) -> tuple[tuple[int, ...], int]:
+    """Sort key: by version, the short alias before its full form ('2.3' before '2.3.0')."""
+    return (versions.parse(version) if versions.is_version(version) else (0,)), len(version)
+
+
 def _sort_key(version: str) -> tuple[int, ...]:
-    return versions.parse(version) if versions.is_version(version) else (0,)
+    return version_order(version)[0]
 
 
 def known_versions(name: str) -> list[str]:
     """Every version string the family accepts (full versions and their short aliases), oldest first."""
     fam = family(name)
-    return sorted({*fam["versions"], *fam["aliases"]}, key=_sort_key)
+    return sorted({*fam["versions"], *fam["aliases"]}, key=version_order)
 
 
 def full_version(name: str, version: str) -> str | None:
@@ -56,7 +61,7 @@ def nearest(options: list[str], version: str, count: int = 3) -> list[str]:
         a, b = parsed + (0,) * (width - len(parsed)), target + (0,) * (width - len(target))
         return tuple(abs(x - y) for x, y in zip(a, b))
 
-    return sorted(sorted(options, key=distance)[:count], key=_sort_key)
+    return sorted(sorted(options, key=lambda o: (distance(o), version_order(o)))[:count], key=version_order)
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,7 @@ Every check that needs no AWS call runs first, so bad input costs nothing (no up
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,23 +13,15 @@ from ...plan.model import LaunchPlan
 from ...spec.estimator_args import EstimatorArgs
 from . import preflight
 from .aws import AwsClients, check_buckets, ensure_bucket, resolve_region
+from .job import TrainingJob, _say, logs_enabled  # noqa: F401 - logs_enabled kept importable here
 from .locations import SUBMIT_ARCHIVE, default_bucket, split_s3
-from .logs import LogTail
 from .request import LAUNCHER_ENV, JobTarget, build_request, plan_for_container, target_for
 from .roles import resolve_role
-from .status import SageMakerJob, check_outcome, is_terminal, job_from_description
+from .status import SageMakerJob
+from ..source_tree import SourceEntry
 from .upload import archive_members, upload_archive, write_archive
 
 POLL_ENV = "SMDIST_SAGEMAKER_POLL_S"
-
-
-def _say(line: str) -> None:
-    print(line, file=sys.stdout, flush=True)
-
-
-def logs_enabled(logs: Any) -> bool:
-    """The SDK's `logs` argument: True/"All" stream CloudWatch logs, False/None/"None" do not."""
-    return logs not in (False, None, "None")
 
 
 def poll_interval(explicit: float | None, logs: bool) -> float:
@@ -42,13 +32,14 @@ def poll_interval(explicit: float | None, logs: bool) -> float:
     return 10.0 if logs else 5.0  # the SDK's intervals
 
 
-def _code_members(estimator: Any) -> list[tuple[Path, str]] | None:
+def _code_members(estimator: Any) -> list[SourceEntry] | None:
     """Files of the code archive; None when source_dir is already an s3:// archive (used as is, without the plan)."""
     args = estimator.spec
     if args.source_dir and args.source_dir.startswith("s3://"):
         return None
     dependencies = [os.path.join(args.base_dir, d) for d in args.dependencies or []]
-    return archive_members(estimator.source_dir_path, estimator.entry_point_path, dependencies)
+    return archive_members(estimator.source_dir_path, estimator.entry_point_path, dependencies,
+                           follow_symlinks=bool(args.follow_symlinks))
 
 
 def _prepare_buckets(clients: AwsClients, args: EstimatorArgs, target: JobTarget, default: str, *, uploads: bool) -> None:
@@ -64,29 +55,15 @@ def _prepare_buckets(clients: AwsClients, args: EstimatorArgs, target: JobTarget
 def wait_for_job(clients: AwsClients, job_name: str, *, logs: bool = True, interval: float = 10.0,
                  emit: Callable[[str], None] = _say, submit_directory: str | None = None) -> SageMakerJob:
     """Poll DescribeTrainingJob until the job ends (streaming its logs); raise JobFailedError unless it completed."""
-    tail = LogTail(clients.logs, job_name, emit) if logs else None
-    try:
-        while True:
-            description = clients.sagemaker.describe_training_job(TrainingJobName=job_name)
-            if tail:
-                tail.poll()
-            if is_terminal(description):
-                break
-            time.sleep(interval)
-        if tail:
-            tail.poll()  # lines written between the last poll and the end
-    except KeyboardInterrupt:
-        emit(f"[smdist] stopped waiting; {job_name} keeps running on SageMaker. Stop it with: "
-             f"aws sagemaker stop-training-job --training-job-name {job_name}")
-        raise
-    job = job_from_description(description, clients.region, submit_directory)
-    emit(f"[smdist] {job_name}: {job.status}")
-    return check_outcome(job)
+    job = TrainingJob(clients, job_name, submit_directory=submit_directory, emit=emit)
+    job.wait(logs=logs, interval=interval)
+    return job.snapshot()
 
 
 def run_job(plan: LaunchPlan, *, estimator: Any, wait: bool = True, logs: Any = True,
-            poll_interval_s: float | None = None, emit: Callable[[str], None] = _say) -> SageMakerJob:
-    """Run the plan as a SageMaker training job. Returns the job (model_data set once it completed)."""
+            poll_interval_s: float | None = None, emit: Callable[[str], None] = _say) -> TrainingJob:
+    """Run the plan as a SageMaker training job. Returns the job (waited for unless wait=False: then
+    job.wait(), job.describe(), job.stop(), job.logs())."""
     args = estimator.spec
     preflight.check(plan, args, reserved_env=len(LAUNCHER_ENV), region=args.region)
     region = resolve_region(args.region)
@@ -109,11 +86,9 @@ def run_job(plan: LaunchPlan, *, estimator: Any, wait: bool = True, logs: Any = 
         emit(f"[smdist] uploaded code to {target.submit_uri}")
 
     response = clients.sagemaker.create_training_job(**request)
-    job = SageMakerJob(job_name=plan.job_name, region=region, status="InProgress", arn=response.get("TrainingJobArn"),
-                       submit_directory=target.submit_uri)
+    job = TrainingJob(clients, plan.job_name, arn=response.get("TrainingJobArn"), submit_directory=target.submit_uri,
+                      emit=emit)
     emit(f"[smdist] created training job {plan.job_name} ({plan.instance_count} x {plan.instance_type}): {job.console_url}")
-    if not wait:
-        return job
-    show_logs = logs_enabled(logs)
-    return wait_for_job(clients, plan.job_name, logs=show_logs, interval=poll_interval(poll_interval_s, show_logs),
-                        emit=emit, submit_directory=target.submit_uri)
+    if wait:
+        job.wait(logs=logs, interval=poll_interval_s)
+    return job

@@ -122,7 +122,7 @@ def _catalog(ctx: RuleContext, reported: set[str]) -> Iterator[ErrorItem]:
     families = _FAMILIES[ctx.framework]
     if any(image_catalog.full_version(f, version) is not None for f in families):
         return
-    options = sorted({v for f in families for v in image_catalog.known_versions(f)}, key=versions.parse)
+    options = sorted({v for f in families for v in image_catalog.known_versions(f)}, key=image_catalog.version_order)
     yield item(key, f"no {ctx.framework} training image exists for {version}; nearest: "
                     f"{', '.join(image_catalog.nearest(options, version))} (all: {', '.join(options)}); "
                     "choose one of them or give image_uri", version)

@@ -1,0 +1,58 @@
+"""Status and secondary-status transitions of a training job, as the caller sees them while waiting.
+
+On a terminal one live line is rewritten in place; otherwise (CI logs, pipes, a caller's emit) each transition is
+one plain line."""
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+def transitions(description: dict[str, Any]) -> list[tuple[str, str]]:
+    """(secondary status, message) pairs SageMaker reported so far, oldest first."""
+    return [(t.get("Status", ""), t.get("StatusMessage", "")) for t in description.get("SecondaryStatusTransitions") or []]
+
+
+class Progress:
+    """Feed it every DescribeTrainingJob answer; it shows what changed since the last one. Log lines go through
+    log_line() so they appear above the live line."""
+
+    def __init__(self, job_name: str, emit: Callable[[str], None], live: bool = False) -> None:
+        self._job = job_name
+        self._emit = emit
+        self._live = live
+        self._seen = 0
+        self._status: str | None = None
+        self._line_open = False
+
+    def _end_live_line(self) -> None:
+        if self._line_open:
+            sys.stdout.write("\n")
+            self._line_open = False
+
+    def _show(self, text: str) -> None:
+        if self._live:
+            sys.stdout.write("\r\x1b[2K" + text)  # rewrite the one status line
+            sys.stdout.flush()
+            self._line_open = True
+        else:
+            self._emit(text)
+
+    def update(self, description: dict[str, Any]) -> None:
+        status = description.get("TrainingJobStatus", "")
+        steps = transitions(description)
+        for secondary, message in steps[self._seen:]:
+            self._show(f"[smdist] {self._job}: {status} / {secondary}" + (f": {message}" if message else ""))
+        if status != self._status and len(steps) == self._seen:  # a status change with no new secondary status
+            secondary = description.get("SecondaryStatus")
+            self._show(f"[smdist] {self._job}: {status}" + (f" / {secondary}" if secondary else ""))
+        self._seen, self._status = len(steps), status
+
+    def log_line(self, line: str) -> None:
+        self._end_live_line()
+        self._emit(line)
+
+    def close(self) -> None:
+        self._end_live_line()
+        sys.stdout.flush()
