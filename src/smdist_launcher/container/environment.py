@@ -70,6 +70,13 @@ def process_env(paths: MLPaths, plan: dict[str, Any], host_plan: dict[str, Any],
                                         if p)
     env["PYTHONUNBUFFERED"] = "1"
     env["SMDIST_HOST"] = host_plan["name"]
+    argv = [str(a) for a in host_plan.get("argv") or []]
+    if "torchrun" in argv[:2] and int(plan.get("processes_per_host") or 1) > 1:
+        # what torchrun would set itself, with a banner on every host: one thread per process when they share one
+        env.setdefault("OMP_NUM_THREADS", "1")
+    if "mpirun" in argv[:2]:
+        # the toolkit's `-x LD_LIBRARY_PATH` warns when it is unset (DLCs always set it); glibc ignores an empty one
+        env.setdefault("LD_LIBRARY_PATH", "")
     # sagemaker_training.environment reads the job under $SAGEMAKER_BASE_DIR, else /opt/ml: point it at this host's
     # tree (in local mode /opt/ml is this host's only inside its private mount namespace, if it got one).
     if os.path.realpath(paths.root) != os.path.realpath(DEFAULT_ROOT):
