@@ -42,3 +42,24 @@ def test_balanced_split_points() -> None:
     assert balanced_split_points(model, 4) == ["1", "2", "3"]
     with pytest.raises(ValueError, match="only 4 top-level children"):
         balanced_split_points(model, 5)
+
+
+class Sliceable:
+    def __init__(self, data: torch.Tensor) -> None:
+        self.data = data
+
+    def smp_slice(self, num_mb: int, mb: int, axis: int) -> "Sliceable":
+        size = self.data.shape[axis] // num_mb
+        return Sliceable(self.data.narrow(axis, mb * size, size))
+
+
+def test_split_containers_and_smp_slice_objects() -> None:
+    def fn(batch, custom, flag):
+        return batch
+
+    mbs = split_arguments(fn, ({"x": torch.arange(4), "meta": "keep"}, Sliceable(torch.arange(6)), True), {}, 2, (), {})
+    (a0, _), (a1, _) = mbs
+    assert torch.equal(a1[0]["x"], torch.tensor([2, 3])) and a0[0]["meta"] == "keep"
+    assert torch.equal(a1[1].data, torch.tensor([3, 4, 5])) and a0[2] is True
+    with pytest.raises(NotImplementedError, match="use StepOutput.concat"):
+        StepOutput([torch.zeros(1)]).merge()

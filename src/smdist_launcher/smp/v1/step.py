@@ -31,6 +31,13 @@ class StepOutput:
     def stack(self) -> torch.Tensor:
         return self._stacked()
 
+    def merge(self) -> Any:
+        raise NotImplementedError("StepOutput.merge() is TensorFlow-only in SMP; use StepOutput.concat() in PyTorch")
+
+    def accumulate(self, method: str = "variable", var: Any = None) -> Any:
+        raise NotImplementedError("StepOutput.accumulate() is TensorFlow-only in SMP; use StepOutput.reduce_mean() "
+                                  "in PyTorch")
+
     def __len__(self) -> int:
         return len(self.outputs)
 
@@ -44,18 +51,46 @@ def split_arguments(func: Callable, args: tuple, kwargs: dict, n: int, non_split
     bound = inspect.signature(func).bind(*args, **kwargs)
     pieces: dict[str, Any] = {}
     for name, value in bound.arguments.items():
-        if isinstance(value, torch.Tensor) and name not in non_split:
-            axis = axes.get(name, 0)
-            if value.shape[axis] % n:
-                raise ValueError(f"smp.step: argument {name!r} has size {value.shape[axis]} along axis {axis}, "
-                                 f"not divisible by microbatches={n}; use drop_last=True or change microbatches")
-            pieces[name] = torch.tensor_split(value, n, dim=axis)
+        if name not in non_split and _splittable(value):
+            pieces[name] = [_slice(value, n, i, axes.get(name, 0), name) for i in range(n)]
     result = []
     for i in range(n):
         arguments = {k: (pieces[k][i] if k in pieces else v) for k, v in bound.arguments.items()}
         b = inspect.BoundArguments(bound.signature, arguments)  # type: ignore[arg-type]
         result.append((b.args, b.kwargs))
     return result
+
+
+def _splittable(value: Any) -> bool:
+    if isinstance(value, torch.Tensor) or hasattr(value, "smp_slice"):
+        return True
+    if isinstance(value, dict):
+        return any(_splittable(v) for v in value.values())
+    if isinstance(value, (list, tuple, set)):
+        return any(_splittable(v) for v in value)
+    return False
+
+
+def _slice(value: Any, n: int, i: int, axis: int, name: str) -> Any:
+    """Microbatch ``i`` of ``n`` of an argument: tensors split along ``axis``, containers element-wise, objects with
+    an ``smp_slice(num_mb, mb, axis)`` method slice themselves (SMP's protocol), anything else repeated."""
+    if isinstance(value, torch.Tensor):
+        if value.dim() == 0:
+            return value
+        if value.shape[axis] % n:
+            raise ValueError(f"smp.step: argument {name!r} has size {value.shape[axis]} along axis {axis}, "
+                             f"not divisible by microbatches={n}; use drop_last=True or change microbatches")
+        return torch.tensor_split(value, n, dim=axis)[i]
+    if hasattr(value, "smp_slice"):
+        return value.smp_slice(n, i, axis)
+    if isinstance(value, dict):
+        return type(value)((k, _slice(v, n, i, axis, f"{name}[{k!r}]")) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        items = [_slice(v, n, i, axis, f"{name}[{j}]") for j, v in enumerate(value)]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if isinstance(value, set):
+        return {_slice(v, n, i, axis, name) for v in value}
+    return value
 
 
 def _detach(value: Any) -> Any:
