@@ -49,3 +49,15 @@ def test_load_plan_errors(tmp_path):
     (tmp_path / "bad.json").write_text("[1]")
     with pytest.raises(ValueError, match="expected a JSON object with a 'hosts' list"):
         load_plan(tmp_path / "bad.json")
+
+
+def test_quiet_launchers_torchrun_threads_and_mpirun_library_path(tmp_path):
+    torchrun = make_plan("torchrun", port=1234)
+    paths = write_host_config(tmp_path / "t", torchrun, "algo-1")
+    env = process_env(paths, torchrun, torchrun["hosts"][0], {}, {})
+    assert env["OMP_NUM_THREADS"] == "1"   # what torchrun would set, with its banner, for 2 processes per host
+    assert process_env(paths, torchrun, torchrun["hosts"][0], {"OMP_NUM_THREADS": "8"}, {})["OMP_NUM_THREADS"] == "8"
+    mpirun = make_plan("mpirun", port=1234)
+    paths = write_host_config(tmp_path / "m", mpirun, "algo-1")
+    env = process_env(paths, mpirun, mpirun["hosts"][0], {}, {})
+    assert env["LD_LIBRARY_PATH"] == "" and "OMP_NUM_THREADS" not in env   # `-x LD_LIBRARY_PATH` finds it
