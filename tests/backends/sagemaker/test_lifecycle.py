@@ -87,3 +87,12 @@ def test_progress_live_line_is_rewritten(monkeypatch: pytest.MonkeyPatch) -> Non
     progress.close()
     assert out.getvalue() == "\r\x1b[2K[smdist] job-1: InProgress / Starting\r\x1b[2K[smdist] job-1: InProgress / Training\n"
     assert lines == ["[algo-1] x"]
+
+
+def test_clients_retry_throttling_with_botocore_retry_modes(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from smdist_launcher.backends.sagemaker.aws import AwsClients
+
+    config = AwsClients("us-east-1").sagemaker.meta.config
+    assert config.retries == {"mode": "adaptive", "total_max_attempts": 10}
+    monkeypatch.setenv("AWS_RETRY_MODE", "standard")  # the user's choice wins
+    assert AwsClients("us-east-1").sagemaker.meta.config.retries == {"mode": "standard", "total_max_attempts": 10}

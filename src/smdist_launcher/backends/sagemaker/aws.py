@@ -32,6 +32,23 @@ def resolve_region(explicit: str | None) -> str:
     return region
 
 
+DEFAULT_RETRY_MODE = "adaptive"   # standard retries plus client-side rate limiting: polling many jobs stays polite
+DEFAULT_MAX_ATTEMPTS = 10
+
+
+def retry_config() -> Any:
+    """botocore's retry modes for throttling and transient errors; AWS_RETRY_MODE / AWS_MAX_ATTEMPTS (or the
+    profile's retry_mode / max_attempts) win when set, since an explicit Config would override them."""
+    from botocore.config import Config
+
+    retries: dict[str, Any] = {}
+    if not os.environ.get("AWS_RETRY_MODE"):
+        retries["mode"] = DEFAULT_RETRY_MODE
+    if not os.environ.get("AWS_MAX_ATTEMPTS"):
+        retries["total_max_attempts"] = DEFAULT_MAX_ATTEMPTS
+    return Config(retries=retries) if retries else Config()
+
+
 @dataclass
 class AwsClients:
     region: str
@@ -44,6 +61,7 @@ class AwsClients:
                 endpoint = next((os.environ[e] for e in ENDPOINT_ENVS if os.environ.get(e)), None)
                 if endpoint:
                     kwargs["endpoint_url"] = endpoint
+            kwargs["config"] = retry_config()
             self._cache[service] = _boto3().client(service, **kwargs)
         return self._cache[service]
 
