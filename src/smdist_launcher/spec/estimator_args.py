@@ -51,6 +51,9 @@ class EstimatorArgs(SpecModel):
     entry_point: str | None = None          # required; checked by the rules so that other problems are still reported
     source_dir: str | None = None
     dependencies: list[str] | None = None
+    # symbolic links in source_dir/dependencies that point outside them: refused unless True (then their content is
+    # packed); links that stay inside are always kept as links (backends/source_tree.py)
+    follow_symlinks: bool = False
     git_config: dict[str, Any] | None = None
     # image
     framework_version: str | None = None

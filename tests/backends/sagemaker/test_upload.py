@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from smdist_launcher.backends.sagemaker.upload import archive_members, write_archive
+from smdist_launcher.backends.source_tree import SymlinkError
 
 
 def _names(archive: Path) -> list[str]:
@@ -35,10 +36,36 @@ def test_entry_point_alone_without_source_dir(code_dir: Path, tmp_path: Path) ->
     assert _names(write_archive(tmp_path / "a.tar.gz", members, "{}")) == ["train.py", ".smdist/launchplan.json"]
 
 
-def test_symlinks_are_followed_and_broken_ones_reported(code_dir: Path, tmp_path: Path) -> None:
-    (tmp_path / "data.txt").write_text("d")
-    (code_dir / "link.txt").symlink_to(tmp_path / "data.txt")
-    assert ("link.txt" in [n for _, n in archive_members(str(code_dir), "")])
+def test_links_inside_stay_links_links_leaving_are_refused(code_dir: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "etc_ssl"
+    outside.mkdir()
+    (outside / "cert.pem").write_text("not code")
+    (code_dir / "pkg" / "alias.py").symlink_to("model.py")          # inside: kept as a link
+    (code_dir / "models").symlink_to(code_dir / "pkg")               # inside, absolute: kept, made relative
+    members = archive_members(str(code_dir), "")
+    archive = write_archive(tmp_path / "a.tar.gz", members, "{}")
+    with tarfile.open(archive, "r:gz") as tar:
+        links = {m.name: m.linkname for m in tar.getmembers() if m.issym()}
+        files = [m.name for m in tar.getmembers() if m.isfile()]
+    assert links == {"models": "pkg", "pkg/alias.py": "model.py"}
+    assert "pkg/model.py" in files and not any("cert" in f for f in files)
+
+    (code_dir / "ssl").symlink_to(outside)                           # leaves source_dir: refused, with its path
+    with pytest.raises(SymlinkError, match=f"{code_dir / 'ssl'} is a symbolic link to {outside}, outside"):
+        archive_members(str(code_dir), "")
+    followed = archive_members(str(code_dir), "", follow_symlinks=True)   # the user opted in: content packed
+    assert "ssl/cert.pem" in [m.name for m in followed if m.link is None]
+
     (code_dir / "broken").symlink_to(tmp_path / "missing")
     with pytest.raises(FileNotFoundError, match="broken symbolic link"):
-        archive_members(str(code_dir), "")
+        archive_members(str(code_dir), "", follow_symlinks=True)
+
+
+def test_estimator_option_is_validated(code_dir: Path) -> None:
+    from smdist_launcher import PyTorch, ValidationError
+
+    kwargs = dict(entry_point="train.py", source_dir=str(code_dir), instance_type="local", instance_count=1,
+                  framework_version="2.3", py_version="py311")
+    assert PyTorch(**kwargs, follow_symlinks=True).spec.follow_symlinks is True
+    with pytest.raises(ValidationError, match="follow_symlinks"):
+        PyTorch(**kwargs, follow_symlinks="sometimes")

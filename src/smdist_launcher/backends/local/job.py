@@ -18,6 +18,7 @@ from typing import Any
 from ...contract import MLPaths, write_host_config
 from ...errors import JobFailedError
 from ...plan.model import LaunchPlan
+from ..source_tree import check_source_links
 from . import records
 from .addressing import free_port, host_addresses, pick_address_block, split_gpus, visible_gpus
 from .console import JobConsole, console_for
@@ -251,6 +252,9 @@ def run_job(plan: LaunchPlan, *, estimator: Any = None, wait: bool = True, logs:
     wait=False returns at once (call .wait()). `estimator` (optional) tells where a relative
     source_dir lives (its job file's folder); without it, the working directory."""
     code_source = local_code_source(plan, estimator)
+    # the same link rule as the SageMaker archive, checked before the job folder exists
+    follow = bool(getattr(getattr(estimator, "spec", None), "follow_symlinks", False))
+    check_source_links(code_source, follow_symlinks=follow)
     plan = with_model_channel(plan, estimator)
     job_dir = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
     job = LocalJob(plan, job_dir, logs=logs, grace=grace, code_source=code_source)

@@ -8,45 +8,31 @@ import gzip
 import io
 import os
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..source_tree import SourceEntry, walk_source
 from ..storage.locations import parse_location
 from ..storage.s3 import upload_file
 from .request import PLAN_IN_ARCHIVE
 
-IGNORED_NAMES = frozenset({".git", "__pycache__", ".ipynb_checkpoints"})
 FIXED_MTIME = 315532800  # 1980-01-01: tools that dislike 1970 timestamps accept it
 
 
-def _walk(root: Path, arc_root: str) -> Iterator[tuple[Path, str]]:
-    """(file on disk, name in the archive) below root; symbolic links are followed (like the SDK), loops refused."""
-    seen: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-        real = os.path.realpath(dirpath)
-        if real in seen:
-            raise ValueError(f"source_dir: symbolic link loop at {dirpath}")
-        seen.add(real)
-        dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_NAMES)
-        rel = Path(dirpath).relative_to(root)
-        for name in sorted(filenames):
-            path = Path(dirpath, name)
-            if not path.exists():
-                raise FileNotFoundError(f"source_dir: {path} is a broken symbolic link; remove it or fix its target")
-            yield path, (rel / name).as_posix() if not arc_root else f"{arc_root}/{(rel / name).as_posix()}"
-
-
-def archive_members(source_dir: str | None, entry_point: str, dependencies: list[str] | None = None) -> list[tuple[Path, str]]:
+def archive_members(source_dir: str | None, entry_point: str, dependencies: list[str] | None = None, *,
+                    follow_symlinks: bool = False) -> list[SourceEntry]:
     """What goes into the archive: source_dir's content at the root (else the entry point file alone), then each
-    dependency under its base name. Paths are absolute local paths (estimator.source_dir_path / entry_point_path)."""
+    dependency under its base name. Paths are absolute local paths (estimator.source_dir_path / entry_point_path).
+    Symbolic links: backends/source_tree.py (links inside stay links; links leaving refused unless followed)."""
     if source_dir:
-        members = [(p, n) for p, n in _walk(Path(source_dir), "") if n.split("/")[0] != ".smdist"]
+        members = [e for e in walk_source(Path(source_dir), follow_symlinks=follow_symlinks)
+                   if e.name.split("/")[0] != ".smdist"]
     else:
-        members = [(Path(entry_point), Path(entry_point).name)]
+        members = [SourceEntry(Path(entry_point), Path(entry_point).name)]
     for dep in dependencies or []:
         path = Path(dep)
-        members += list(_walk(path, path.name)) if path.is_dir() else [(path, path.name)]
+        members += (list(walk_source(path, path.name, follow_symlinks=follow_symlinks, what="dependencies"))
+                    if path.is_dir() else [SourceEntry(path, path.name)])
     return members
 
 
@@ -58,11 +44,17 @@ def _info(name: str, size: int, mode: int) -> tarfile.TarInfo:
     return info
 
 
-def write_archive(dest: Path, members: list[tuple[Path, str]], plan_json: str) -> Path:
+def write_archive(dest: Path, members: list[SourceEntry], plan_json: str) -> Path:
     """Write the gzip tar to dest, with the plan at .smdist/launchplan.json."""
     with open(dest, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path, name in members:
+        for member in members:
+            path, name = member.path, member.name
+            if member.link is not None:
+                info = _info(name, 0, 0o777)
+                info.type, info.linkname = tarfile.SYMTYPE, member.link
+                tar.addfile(info)
+                continue
             with open(path, "rb") as f:
                 tar.addfile(_info(name, os.fstat(f.fileno()).st_size, os.stat(path).st_mode & 0o777), f)
         data = plan_json.encode("utf-8")
