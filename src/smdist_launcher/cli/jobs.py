@@ -29,9 +29,27 @@ def _alive(pid: int) -> bool:
     return True
 
 
+_REMOTE = ("sagemaker", "slurm")  # backends whose jobs run without a launcher process on this machine
+
+
+def _refreshed(records: list) -> list:
+    """Remote jobs brought up to date by their backend (best effort: an unreachable backend keeps the stored status)."""
+    from ..backends import control
+
+    out = []
+    for r in records:
+        try:
+            out.append(control.refresh(r) if r.backend in _REMOTE and r.status == "InProgress" else r)
+        except Exception:  # noqa: BLE001 - a listing must not fail because one backend cannot be reached
+            out.append(r)
+    return out
+
+
 def status_of(record) -> str:  # noqa: ANN001 - a JobRecord (import kept lazy)
     from ..backends.local.records import IN_PROGRESS
 
+    if record.backend in _REMOTE:
+        return record.status  # the backend answers (refreshed by `smdist jobs`), not a launcher process here
     if record.status == IN_PROGRESS and not _alive(record.launcher_pid):
         return "Interrupted"  # the launcher died without writing a final status
     return record.status
@@ -59,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from ..backends.local.records import list_records
 
     root = jobs_root(args.jobs_dir)
-    records = list_records(root)
+    records = _refreshed(list_records(root))
     if args.json:
         for r in records:
             sys.stdout.write(json.dumps({**r.__dict__, "status": status_of(r), "plan": None}) + "\n")

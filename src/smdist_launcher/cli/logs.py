@@ -21,6 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--host", action="append", metavar="NAME", help="only this host (repeatable), e.g. algo-2")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until the job ends")
     p.add_argument("--jobs-dir", help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
+    p.add_argument("--region", help="AWS region for a SageMaker job not in the jobs folder")
     return p
 
 
@@ -44,6 +45,21 @@ def find_job(root: Path, wanted: str | None):  # noqa: ANN201 - a JobRecord or a
     return f"job: {wanted!r} matches {len(matches)} jobs ({names}); give more of the name"
 
 
+def _remote_logs(args: argparse.Namespace, not_local: str) -> int:
+    from botocore.exceptions import ClientError
+
+    from ..errors import ValidationError
+    from .job_lookup import sagemaker_job
+
+    try:
+        job = sagemaker_job(args.job, getattr(args, "region", None))
+    except (ClientError, ValidationError):
+        problem(not_local)
+        return EXIT_INVALID
+    job.logs(follow=args.follow)
+    return EXIT_OK
+
+
 def _emit(data: bytes) -> None:
     sys.stdout.write(data.decode("utf-8", "replace"))
     sys.stdout.flush()
@@ -55,9 +71,16 @@ def run(args: argparse.Namespace) -> int:
 
     root = jobs_root(args.jobs_dir)
     record = find_job(root, args.job)
+    if isinstance(record, str) and args.job:
+        return _remote_logs(args, record)  # not in the jobs folder: a SageMaker job?
     if isinstance(record, str):
         problem(record)
         return EXIT_INVALID
+    from ..backends import control
+
+    if control.has_own_logs(record):  # e.g. SageMaker: CloudWatch, every host prefixed [algo-N]
+        control.control_of(record).follow_logs(Path(record.job_dir), args.follow)
+        return EXIT_OK
     job_dir = JobDir(Path(record.job_dir))
     hosts = [h for h in (record.plan or {}).get("hosts", [])]
     names = [h["name"] for h in hosts]

@@ -1,0 +1,65 @@
+"""``smdist status NAME [--json]``: a job's status, wherever it runs (local, slurm, SageMaker, ...).
+
+NAME is a job in the jobs folder (exact or a unique prefix; its record says its backend), else a SageMaker job."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .console import problem
+from .job_loading import EXIT_INVALID, EXIT_OK
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("status", help="show a job's status (local or SageMaker)", description=__doc__.splitlines()[0])
+    p.add_argument("job", help="job name (or a unique prefix of a local job's)")
+    p.add_argument("--json", action="store_true", help="print the status as one JSON object")
+    p.add_argument("--region", help="AWS region for a SageMaker job not in the jobs folder")
+    p.add_argument("--jobs-dir", help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
+    return p
+
+
+def status_fields(args: argparse.Namespace) -> dict | str:
+    """{name, backend, status, phase, failure_reason, model_data}, or why there is none."""
+    from ..backends import control
+    from .job_lookup import local_record, sagemaker_job
+    from .jobs import status_of
+
+    record = local_record(args.jobs_dir, args.job)
+    if record is not None:
+        record = control.refresh(record)
+        return {"name": record.job_name, "backend": record.backend, "status": status_of(record), "phase": record.phase,
+                "failure_reason": record.failure_reason, "model_data": record.model_data}
+    from botocore.exceptions import ClientError
+
+    try:
+        job = sagemaker_job(args.job, args.region)
+    except ClientError as exc:
+        return f"job: no job named {args.job!r} in the jobs folder or on SageMaker ({exc.response['Error'].get('Message', '')})"
+    return {"name": job.job_name, "backend": "sagemaker", "status": job.status, "phase": job.secondary_status,
+            "failure_reason": job.failure_reason, "model_data": job.model_data}
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import ValidationError
+
+    try:
+        fields = status_fields(args)
+    except ValidationError as exc:  # no region / credentials for a SageMaker lookup
+        for item in exc.errors:
+            problem(str(item))
+        return EXIT_INVALID
+    if isinstance(fields, str):
+        problem(fields)
+        return EXIT_INVALID
+    if args.json:
+        sys.stdout.write(json.dumps(fields) + "\n")
+        return EXIT_OK
+    line = f"{fields['name']}  {fields['status']}" + (f" / {fields['phase']}" if fields.get("phase") else "")
+    line += f"  ({fields['backend']})"
+    sys.stdout.write(line + "\n")
+    for key in ("failure_reason", "model_data"):
+        if fields.get(key):
+            sys.stdout.write(f"  {key}: {fields[key]}\n")
+    return EXIT_OK

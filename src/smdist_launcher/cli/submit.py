@@ -1,0 +1,57 @@
+"""``smdist submit job.yaml [--wait] [--job-name NAME] [--region R]``: run a job file on Amazon SageMaker.
+
+Submits the job (validation, code upload, CreateTrainingJob), records it in the jobs folder so `smdist jobs`,
+`status`, `stop` and `logs` find it, prints its name and returns; --wait follows it to the end (status transitions
+and every host's logs). Exit codes: 0 submitted / completed, 1 failed or stopped, 2 invalid input."""
+from __future__ import annotations
+
+import argparse
+
+from ..errors import JobFailedError, ValidationError
+from .console import problem
+from .job_loading import EXIT_INVALID, EXIT_OK, report_invalid
+
+EXIT_FAILED = 1
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("submit", help="run a job file on Amazon SageMaker (ml.* instance types)",
+                              description=__doc__.splitlines()[0])
+    p.add_argument("job_file", help="YAML job file (estimator arguments + framework)")
+    p.add_argument("--wait", action="store_true", help="follow the job to its end (status and logs)")
+    p.add_argument("--no-logs", action="store_true", help="with --wait: status only, no CloudWatch logs")
+    p.add_argument("--job-name", help="job name (default: <base_job_name>-<timestamp>)")
+    p.add_argument("--region", help="AWS region (default: the job file's region, else $AWS_REGION / the profile)")
+    p.add_argument("--jobs-dir", help="where the submission is recorded (default: as for `smdist run`)")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..backends.local.jobdir import jobs_root
+    from ..backends.sagemaker.control import record_submission
+    from ..estimators import estimator_from_job_file
+    from ..estimators.job_names import name_from_base
+    from ..spec.catalog import is_local
+
+    try:
+        est = estimator_from_job_file(args.job_file, overrides={"region": args.region} if args.region else None)
+    except ValidationError as exc:
+        return report_invalid(args.job_file, exc)
+    if is_local(est.spec.instance_type or ""):
+        problem(f"{args.job_file}: instance_type: {est.spec.instance_type!r} runs on this machine; use `smdist run`")
+        return EXIT_INVALID
+    job_name = args.job_name or (est.job_file.job_name if est.job_file else None) or name_from_base(est.base_job_name)
+    try:
+        job = est.fit(job_name=job_name, wait=False)
+    except ValidationError as exc:
+        return report_invalid(args.job_file, exc)
+    record_submission(jobs_root(args.jobs_dir), job, est.plan(job_name=job_name))
+    print(job.job_name, flush=True)
+    if not args.wait:
+        return EXIT_OK
+    try:
+        job.wait(logs=not args.no_logs)
+    except JobFailedError as exc:
+        problem(str(exc))
+        return EXIT_FAILED
+    return EXIT_OK
