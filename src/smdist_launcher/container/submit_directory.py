@@ -1,4 +1,8 @@
-"""Put the user's code into <root>/code: from a local dir, a tar.gz, or s3:// (boto3, lazily), extracted safely."""
+"""Put the user's code into <root>/code: from a local dir, a tar.gz, or s3:// (boto3, lazily), extracted safely.
+
+An archive is unpacked into a temporary folder beside code/ and renamed into place only when every member passed:
+a refused or corrupt archive leaves nothing. Limits (environment, see docs/security.md): at most
+$SMDIST_ARCHIVE_MAX_MEMBERS members (100,000) and $SMDIST_ARCHIVE_MAX_BYTES bytes unpacked (20 GiB)."""
 from __future__ import annotations
 
 import os
@@ -8,13 +12,42 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 
 from ..contract.s3_endpoint import s3_endpoint, s3_region
 
 
+MAX_MEMBERS_ENV = "SMDIST_ARCHIVE_MAX_MEMBERS"
+MAX_BYTES_ENV = "SMDIST_ARCHIVE_MAX_BYTES"
+DEFAULT_MAX_MEMBERS = 100_000
+DEFAULT_MAX_BYTES = 20 * 1024 ** 3
+_ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+_COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
+
+
 class UnsafeArchiveError(ValueError):
-    """An archive member would land outside the code directory, or is a device/FIFO."""
+    """An archive member would land outside the code directory, or is a device/FIFO; or the archive is over a limit."""
+
+
+class CorruptArchiveError(ValueError):
+    """The file is (named or shaped like) an archive but cannot be read as one."""
+
+
+def archive_limits(environ: dict[str, str] | None = None) -> tuple[int, int]:
+    """(max members, max unpacked bytes) from the environment, else the defaults."""
+    env = os.environ if environ is None else environ
+    out = []
+    for name, default in ((MAX_MEMBERS_ENV, DEFAULT_MAX_MEMBERS), (MAX_BYTES_ENV, DEFAULT_MAX_BYTES)):
+        text = (env.get(name) or "").strip()
+        try:
+            value = int(text) if text else default
+        except ValueError:
+            value = -1
+        if value < 1:
+            raise ValueError(f"${name}={text!r}: expected a positive whole number (default {default})")
+        out.append(value)
+    return out[0], out[1]
 
 
 def _inside(base: str, target: str) -> bool:
@@ -48,19 +81,58 @@ def check_member(member: tarfile.TarInfo, dest: str, archive: str) -> None:
 
 
 def safe_extract_tar(archive: str | os.PathLike[str], dest: str | os.PathLike[str]) -> None:
-    """Extract member by member; each is checked against what is already on disk (catches symlink-then-write)."""
-    dest = str(dest)
-    os.makedirs(dest, exist_ok=True)
-    with tarfile.open(archive, "r:*") as tar:
-        for member in tar:
-            check_member(member, dest, str(archive))
-            if hasattr(tarfile, "data_filter"):
-                try:
-                    tar.extract(member, dest, filter="data")  # second line of defence where Python has it
-                except tarfile.FilterError as e:
-                    raise UnsafeArchiveError(f"{archive}: member {member.name!r} refused: {e}") from e
-            else:  # pragma: no cover - Python < 3.11.4
-                tar.extract(member, dest)
+    """Extract member by member into a temporary folder beside `dest` (each member checked against what is already
+    on disk: catches symlink-then-write; counted and sized against archive_limits()), then rename it to `dest`,
+    which must be missing or empty. On any refusal or read error nothing of the archive is left."""
+    max_members, max_bytes = archive_limits()
+    final = Path(dest)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{final.name}.unpacking-", dir=final.parent)  # same filesystem: rename
+    try:
+        _extract_members(str(archive), staging, max_members, max_bytes)
+        os.chmod(staging, 0o755)
+        if final.exists():
+            final.rmdir()  # empty (prepare_code checked); a non-empty one raises instead of being mixed into
+        os.rename(staging, final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _extract_members(archive: str, dest: str, max_members: int, max_bytes: int) -> None:
+    members = size = 0
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar:
+                members += 1
+                size += member.size if member.isreg() else 0
+                if members > max_members:
+                    raise UnsafeArchiveError(f"{archive}: more than {max_members} members; raise ${MAX_MEMBERS_ENV} "
+                                             "if this is really your code")
+                if size > max_bytes:
+                    raise UnsafeArchiveError(f"{archive}: more than {max_bytes} bytes unpacked (at member "
+                                             f"{member.name!r}); raise ${MAX_BYTES_ENV} if this is really your code")
+                check_member(member, dest, archive)
+                if hasattr(tarfile, "data_filter"):
+                    try:
+                        tar.extract(member, dest, filter="data")  # second line of defence where Python has it
+                    except tarfile.FilterError as e:
+                        raise UnsafeArchiveError(f"{archive}: member {member.name!r} refused: {e}") from e
+                else:  # pragma: no cover - Python < 3.11.4
+                    tar.extract(member, dest)
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
+        if isinstance(e, OSError) and e.errno is not None:  # the disk, not the archive (ENOSPC, EACCES, ...)
+            raise
+        raise CorruptArchiveError(f"{archive}: not a readable tar archive ({type(e).__name__}: {e}); "
+                                  "sagemaker_submit_directory must be a .tar.gz made by tar or the SDK") from e
+
+
+def _is_archive(path: Path) -> bool:
+    """Named like one, compressed, or a plain tar: then it must unpack (a corrupt one is an error, not a script)."""
+    if path.name.endswith(_ARCHIVE_SUFFIXES):
+        return True
+    with open(path, "rb") as f:
+        head = f.read(8)
+    return head.startswith(_COMPRESSED_MAGIC) or tarfile.is_tarfile(path)
 
 
 def _download_s3(uri: str, to: str) -> None:
@@ -93,7 +165,7 @@ def prepare_code(submit_dir: str | None, code_dir: str | os.PathLike[str]) -> st
     if src.is_dir():
         shutil.copytree(src, code, dirs_exist_ok=True)
         return f"copied {src} into {code}"
-    if src.is_file() and tarfile.is_tarfile(src):
+    if src.is_file() and _is_archive(src):
         safe_extract_tar(src, code)
         return f"unpacked {src} into {code}"
     if src.is_file():
