@@ -5,6 +5,7 @@ host think it is already inside a launcher, plus the job's environment (secrets 
 this way, never through files) and the local-mode variables of container/README.md."""
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import sys
@@ -51,8 +52,11 @@ def host_environment(
         "SMDIST_CHECKPOINT_DIR": checkpoint_dir,
         "PYTHONUNBUFFERED": "1",
     })
-    # Every socket the job listens on stays on this host's loopback address (loopback_bind.c).
-    env.update(confinement_env(addresses.get(host, "127.0.0.1"), env))
+    # Simulated hosts (loopback addresses): every socket the job listens on stays on this host's loopback address
+    # (loopback_bind.c). Hosts with real addresses (Slurm nodes) must be reachable from each other: left alone.
+    address = addresses.get(host, "127.0.0.1")
+    if is_loopback(address):
+        env.update(confinement_env(address, env))
     # Secret hyperparameters reach the host's runtime only here (hyperparameters.json on disk holds REDACTED).
     raw = hyperparameters_for(plan.model_dump(mode="json"))
     if secret_hyperparameters(raw):
@@ -64,6 +68,13 @@ def host_environment(
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         env["SMDIST_NUM_GPUS"] = str(len(gpus))
     return env
+
+
+def is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:  # a host name: a real machine
+        return False
 
 
 def scrub_host_secrets(paths: MLPaths) -> None:
