@@ -27,7 +27,8 @@ SUPPORTED = (nn.Linear, nn.Embedding)
 KERNEL_ONLY = {"fused_softmax", "fused_bias_gelu"}
 # Keywords the smp.nn modules honour (read through current_overrides()).
 HONOURED = {"attention_in_fp32", "query_key_layer_scaling"}
-_overrides: list[dict[str, Any]] = []
+_overrides: list[dict[str, Any]] = []  # kwargs of the open tensor_parallelism() contexts, outermost first
+_enabled_stack: list[bool] = []  # their enabled= flags
 
 
 def current_overrides() -> dict[str, Any]:
@@ -72,9 +73,6 @@ def tensor_parallelism(enabled: bool = True, **kwargs: Any) -> Iterator[None]:
         _enabled_stack.pop()
         _overrides.pop()
         handle.remove()
-
-
-_enabled_stack: list[bool] = []
 
 
 def context_enabled() -> bool | None:

@@ -95,8 +95,8 @@ def main():
     g = torch.Generator().manual_seed(1)
     per = args.global_batch // smp.dp_size()
     losses, ref_losses = [], []
+    tokens = torch.randint(0, VOCAB, (args.global_batch, args.seq_len), generator=g)  # one batch, memorised
     for step in range(args.steps):
-        tokens = torch.randint(0, VOCAB, (args.global_batch, args.seq_len), generator=g)
         mine = tokens[smp.dp_rank() * per:(smp.dp_rank() + 1) * per]
         optimizer.zero_grad()
         loss = train_step(model, mine, mine).reduce_mean()
@@ -110,6 +110,7 @@ def main():
         ref_opt.step()
         ref_losses.append(ref_loss.item())
         assert abs(mean - ref_loss.item()) < 1e-4, (step, mean, ref_loss.item())
+        assert step == 0 or mean < losses[-2], losses  # it learns the batch
         if smp.rank() == 0:
             print(f"step {step}: loss {mean:.5f} (one-process reference {ref_loss.item():.5f})")
 
