@@ -17,6 +17,7 @@ from types import ModuleType
 
 # name → module; order is the order of `smdist --help`.
 COMMANDS: dict[str, str] = {
+    "init": "smdist_launcher.cli.init",
     "validate": "smdist_launcher.cli.validate",
     "plan": "smdist_launcher.cli.plan",
     "run": "smdist_launcher.cli.run",
@@ -25,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "submit": "smdist_launcher.cli.submit",
     "status": "smdist_launcher.cli.status",
     "stop": "smdist_launcher.cli.stop",
+    "serve": "smdist_launcher.cli.serve",
     "rm": "smdist_launcher.cli.rm",
     "prune": "smdist_launcher.cli.prune",
     "image": "smdist_launcher.cli.image",
