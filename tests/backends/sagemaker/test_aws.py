@@ -35,3 +35,19 @@ def test_no_region_then_no_credentials(no_aws_setup: None, kwargs: dict[str, Any
     assert info.value.__suppress_context__            # botocore's traceback is not chained below it
     assert isinstance(info.value, ValueError)         # what the CLI reports as bad input (exit 2)
 
+
+
+def test_cli_submit_without_credentials_is_one_line_and_exit_2(no_aws_setup: None, code_dir: Path,
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from smdist_launcher.cli.main import main
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    job = code_dir / "sm.yaml"
+    job.write_text("framework: pytorch\nentry_point: train.py\nrole: arn:aws:iam::111122223333:role/Train\n"
+                   "instance_type: ml.p4d.24xlarge\ninstance_count: 2\nframework_version: '2.3'\npy_version: py311\n"
+                   "distribution: {torch_distributed: {enabled: true}}\ninputs: {train: s3://bucket/train}\n")
+    assert main(["submit", str(job), "--jobs-dir", str(code_dir / "jobs")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{job}: credentials: unable to locate credentials; set AWS_ACCESS_KEY_ID")
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
