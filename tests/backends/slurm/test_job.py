@@ -50,9 +50,15 @@ def _job_processes(job_id: str) -> list[int]:
 
 
 @pytest.mark.parametrize("launcher", ["torch_distributed", pytest.param("mpi", marks=pytest.mark.mpi)])
-def test_mnist_runs_on_two_slurm_nodes(slurm_cluster, tiny_mnist, tmp_path, launcher, capsys):
-    est, plan = _mnist_plan(launcher, tiny_mnist, f"slurm-{launcher.replace('_', '-')}")
-    job = run_slurm_job(plan, SlurmOptions(time="10:00"), estimator=est, jobs_root=tmp_path, logs=True)
+def test_mnist_runs_on_two_slurm_nodes(slurm_cluster, tiny_mnist, tmp_path, launcher, capsys, monkeypatch):
+    name = f"slurm-{launcher.replace('_', '-')}"
+    est, plan = _mnist_plan(launcher, tiny_mnist, name)
+    if launcher == "torch_distributed":  # the Python API: fit(backend="slurm", slurm={...})
+        monkeypatch.setenv("SMDIST_JOBS_DIR", str(tmp_path))
+        job = est.fit({"training": f"file://{tiny_mnist}/train", "test": f"file://{tiny_mnist}/test"}, job_name=name,
+                      backend="slurm", slurm={"time": "10:00"})
+    else:
+        job = run_slurm_job(plan, SlurmOptions(time="10:00"), estimator=est, jobs_root=tmp_path, logs=True)
     out = capsys.readouterr().out
     record = job.record
     assert record.status == records.COMPLETED and record.backend == "slurm"
@@ -78,13 +84,13 @@ time.sleep(120)
 '''
 
 
-def _script_plan(tmp_path: Path, name: str, script: str):
+def _script_plan(tmp_path: Path, name: str, script: str, hosts: int = 2):
     from smdist_launcher import PyTorch
 
     src = tmp_path / "src"
-    src.mkdir()
+    src.mkdir(exist_ok=True)
     (src / "train.py").write_text(script)
-    est = PyTorch(entry_point="train.py", source_dir=str(src), instance_type="local", instance_count=2,
+    est = PyTorch(entry_point="train.py", source_dir=str(src), instance_type="local", instance_count=hosts,
                   framework_version="2.3", py_version="py311",
                   distribution={"torch_distributed": {"enabled": True}, "mpi": {"processes_per_host": 2}})
     return est, est.plan(job_name=name)
@@ -121,12 +127,16 @@ def test_refusals_say_what_to_change(slurm_cluster, tmp_path):
     est, plan = _script_plan(tmp_path, "slurm-refused", "print('never')\n")
     with pytest.raises(SlurmError, match=r"(?s)refused the job: .*[Ii]nvalid partition.*fix: pick a partition"):
         submit_slurm_job(plan, SlurmOptions(partition="nope"), estimator=est, jobs_root=tmp_path / "a", logs=False)
-    with pytest.raises(SlurmError, match=r"(?s)refused the job: .*time limit.*fix: ask for less time"):
-        submit_slurm_job(plan, SlurmOptions(partition="short", time="30:00"), estimator=est,
-                         jobs_root=tmp_path / "b", logs=False)
-    big = plan.model_copy(update={"instance_count": 3, "job_name": "slurm-too-big"})
-    with pytest.raises(SlurmError, match=r"(?s)refused the job: .*node"):
-        submit_slurm_job(big, SlurmOptions(), estimator=est, jobs_root=tmp_path / "c", logs=False)
+    # Slurm accepts a job over its partition's MaxTime and leaves it pending for ever: named, cancelled, failed
+    with pytest.raises(SlurmError, match=r"(?s)never start the job \(pending: Partition(TimeLimit|Config)\).*fix: "):
+        run_slurm_job(plan, SlurmOptions(partition="short", time="30:00"), estimator=est,
+                      jobs_root=tmp_path / "b", logs=False)
+    assert records.JobRecord.load(tmp_path / "b" / "slurm-refused" / "job.json").status == records.FAILED
+    assert _squeue(slurm_cluster) == ""
+    est, big = _script_plan(tmp_path, "slurm-too-big", "print('never')\n", hosts=3)  # the cluster has 2 nodes
+    with pytest.raises(SlurmError, match=r"(?s)(refused the job|never start the job).*(node|instance_count)"):
+        run_slurm_job(big, SlurmOptions(), estimator=est, jobs_root=tmp_path / "c", logs=False)
+    assert _squeue(slurm_cluster) == ""
 
 
 def test_missing_sbatch_names_the_other_backends(tmp_path, monkeypatch):

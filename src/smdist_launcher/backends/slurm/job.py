@@ -94,6 +94,11 @@ class SlurmJob:
                 record = refresh(self.dir)
                 if record.status in records.FINAL_STATUSES:
                     break
+                never = record.backend_info.get("never_starts")
+                if never:
+                    self.stop()
+                    finalize(self.dir, records.FAILED, never)
+                    raise scheduler.SlurmError(never)
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeoutError(f"job {self.job_name} still {record.status} after {timeout} s")
                 self.console.status(f"{self.job_name}: {record.backend_info.get('slurm_state', record.phase)} "
@@ -139,10 +144,12 @@ def refresh(job: JobDir) -> records.JobRecord:
         return record
     state = scheduler.state(str(record.backend_info["slurm_job_id"]))
     if state is None or not state.final:
-        if state is not None and record.backend_info.get("slurm_state") != state.state:
+        never = scheduler.hopeless(state) if state is not None else None
+        if state is not None and (record.backend_info.get("slurm_state") != state.state or never):
             record = records.JobRecord.load(job.record_file)  # the batch script may have finalised it meanwhile
             if record.status not in records.FINAL_STATUSES:
-                record.backend_info = {**record.backend_info, "slurm_state": state.state}
+                record.backend_info = {**record.backend_info, "slurm_state": state.state, "slurm_reason": state.reason,
+                                       **({"never_starts": never} if never else {})}
                 if state.state == "RUNNING" and record.phase != "running":
                     record.enter_phase("running")
                 record.save(job.record_file)

@@ -31,6 +31,28 @@ _HINTS = (
 )
 
 
+# Reasons a PENDING job will never start on its own (Slurm accepts such jobs unless EnforcePartLimits is set).
+HOPELESS_PENDING = {
+    "PartitionTimeLimit": "ask for less time with --time (or a shorter max_run), or a partition with a longer MaxTime",
+    "PartitionNodeLimit": "the job needs one node per host: lower instance_count or use a partition with more nodes",
+    "PartitionConfig": "the partition cannot hold the job as asked (one node per host, GPUs per node): lower "
+                       "instance_count, or pick a larger partition with --partition (`sinfo -s`)",
+    "BadConstraints": "no node offers what the job asks (GPUs per node, features): check `sinfo -N -l`",
+    "InvalidAccount": "pass an account you may charge with --account",
+    "InvalidQOS": "pass a QOS your account may use with --qos",
+    "QOSMaxWallDurationPerJobLimit": "ask for less time with --time: the QOS caps a job's wall time",
+    "AssocMaxWallDurationPerJobLimit": "ask for less time with --time: your association caps a job's wall time",
+}
+
+
+def hopeless(state: "SlurmState") -> str | None:
+    """A message when the job is PENDING for a reason that never clears by itself, else None."""
+    if state.state == "PENDING" and state.reason in HOPELESS_PENDING:
+        return (f"the cluster will never start the job (pending: {state.reason})\n"
+                f"  fix: {HOPELESS_PENDING[state.reason]}")
+    return None
+
+
 class SlurmError(RuntimeError):
     """Slurm is missing or refused a request; the message says what to do."""
 
