@@ -14,6 +14,8 @@ APT_PACKAGES=(
   openssh-server       # sshd on each simulated host: the netns/docker backends' real multi-host MPI path
   docker.io            # the docker backend's engine (tests start a private dockerd in its own netns)
   debootstrap          # tests build a minimal Debian base image (no image registry is reachable)
+  slurm-wlm            # the slurm backend's tests start slurmctld + two slurmd in a private netns
+  munge                # Slurm's authentication daemon (a private munged per test cluster)
 )
 PIP_EXTRAS="torch,aws,test"
 TORCH_PIN="torch==2.13.0"  # installed first and pinned: the CPU wheel; a range would pull a CUDA build
