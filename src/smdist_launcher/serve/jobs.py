@@ -1,0 +1,230 @@
+"""Training jobs of the endpoint: a CreateTrainingJob request becomes a local-mode job (backends.local) on this
+machine; its record gives DescribeTrainingJob's status and secondary-status transitions."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .protocol import ApiError
+
+# local job phase → SageMaker secondary status and its message
+_SECONDARY = {
+    "created": ("Starting", "Preparing the instances for training"),
+    "staging": ("Downloading", "Downloading input data and the training code"),
+    "starting": ("Training", "Starting the training processes on every host"),
+    "running": ("Training", "Training image download completed. Training in progress."),
+    "uploading": ("Uploading", "Uploading generated training model"),
+}
+_FINAL_SECONDARY = {"Completed": ("Completed", "Training job completed"), "Failed": ("Failed", "Training job failed"),
+                    "Stopped": ("Stopped", "The job was stopped"),
+                    "MaxRuntimeExceeded": ("MaxRuntimeExceeded", "The job reached its MaxRuntimeInSeconds")}
+
+
+@dataclass
+class Settings:
+    jobs_dir: Path
+    region: str = "us-east-1"
+    account: str = "123456789012"
+    processes_per_host: int | None = None   # None: the job's own (1 per simulated host on CPU)
+
+
+@dataclass
+class ServedJob:
+    request: dict[str, Any]
+    created: float = field(default_factory=time.time)
+    local: Any = None              # backends.local.LocalJob once started
+    error: str | None = None       # why it could not start
+    stopping: bool = False
+    ended: float | None = None
+
+    @property
+    def name(self) -> str:
+        return self.request["TrainingJobName"]
+
+
+def _decoded(value: str) -> Any:
+    import json
+
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def estimator_for(request: dict[str, Any], settings: Settings) -> tuple[Any, dict[str, Any]]:
+    """The local-mode estimator and fit() inputs a CreateTrainingJob request stands for."""
+    from ..backends.sagemaker.attach import attached_arguments
+    from ..estimators import PyTorch, TensorFlow
+
+    args = attached_arguments(request)
+    args.pop("instance_groups", None)
+    args.pop("instance_type", None)
+    args.update(instance_type="local", instance_count=_instance_count(request))
+    if settings.processes_per_host and args.get("distribution"):
+        mpi = dict(args["distribution"].get("mpi") or {})
+        mpi["processes_per_host"] = settings.processes_per_host
+        args["distribution"] = {**args["distribution"], "mpi": mpi}
+    inputs = {c["ChannelName"]: {"uri": c["DataSource"]["S3DataSource"]["S3Uri"],
+                                 "distribution": c["DataSource"]["S3DataSource"].get("S3DataDistributionType",
+                                                                                     "FullyReplicated")}
+              for c in request.get("InputDataConfig") or [] if "S3DataSource" in c.get("DataSource", {})}
+    image = (request.get("AlgorithmSpecification") or {}).get("TrainingImage", "")
+    cls = TensorFlow if "tensorflow" in image else PyTorch
+    return cls(**args), inputs
+
+
+def _instance_count(request: dict[str, Any]) -> int:
+    resources = request.get("ResourceConfig") or {}
+    if resources.get("InstanceGroups"):
+        return sum(g["InstanceCount"] for g in resources["InstanceGroups"])
+    return int(resources.get("InstanceCount") or 1)
+
+
+class Jobs:
+    """Every job this endpoint was asked to run (in memory; each job's folder keeps its record and logs)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._jobs: dict[str, ServedJob] = {}
+        self._lock = threading.Lock()
+
+    def arn(self, name: str) -> str:
+        return f"arn:aws:sagemaker:{self.settings.region}:{self.settings.account}:training-job/{name}"
+
+    def get(self, name: str) -> ServedJob:
+        with self._lock:
+            job = self._jobs.get(name)
+        if job is None:
+            raise ApiError("ValidationException", "Requested resource not found.")
+        return job
+
+    def all(self) -> list[ServedJob]:
+        with self._lock:
+            return list(self._jobs.values())
+
+    def create(self, request: dict[str, Any]) -> dict[str, Any]:
+        from ..errors import ValidationError
+
+        name = request["TrainingJobName"]
+        try:
+            estimator, inputs = estimator_for(request, self.settings)
+            plan = estimator.plan(inputs, job_name=name)
+        except ValidationError as exc:
+            raise ApiError("ValidationException", str(exc)) from None
+        with self._lock:
+            if name in self._jobs:
+                raise ApiError("ResourceInUse", f"Training job names must be unique within an AWS account and region, "
+                                                f"and a training job with this name already exists ({self.arn(name)})")
+            job = self._jobs[name] = ServedJob(request)
+        threading.Thread(target=self._start, args=(job, plan, estimator), name=f"serve-{name}", daemon=True).start()
+        return {"TrainingJobArn": self.arn(name)}
+
+    def _start(self, job: ServedJob, plan: Any, estimator: Any) -> None:
+        from ..backends.local import run_job
+
+        try:
+            job.local = run_job(plan, estimator=estimator, wait=False, logs=False, jobs_root=self.settings.jobs_dir)
+        except Exception as exc:  # noqa: BLE001 - any failure to start is the job's FailureReason
+            job.error = f"{type(exc).__name__}: {exc}"
+            job.ended = time.time()
+
+    def stop(self, name: str) -> dict[str, Any]:
+        job = self.get(name)
+        status = self.status(job)
+        if status not in ("InProgress", "Stopping"):
+            raise ApiError("ValidationException", f"The training job {name} is not in progress ({status}); "
+                                                  "only InProgress jobs can be stopped")
+        job.stopping = True
+        if job.local is not None:
+            threading.Thread(target=job.local.stop, args=("stopped by StopTrainingJob",), daemon=True).start()
+        return {}
+
+    # ---- DescribeTrainingJob ------------------------------------------------------------------------
+    def status(self, job: ServedJob) -> str:
+        if job.error is not None:
+            return "Failed"
+        if job.local is None:
+            return "Stopping" if job.stopping else "InProgress"
+        status = job.local.record.status
+        if status == "InProgress":
+            return "Stopping" if job.stopping else "InProgress"
+        return "Stopped" if status == "MaxRuntimeExceeded" else status
+
+    def _transitions(self, job: ServedJob) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = [{"Status": "Starting", "StartTime": job.created,
+                                      "StatusMessage": _SECONDARY["created"][1]}]
+        record = job.local.record if job.local is not None else None
+        for phase, (start, _end) in (record.phases.items() if record else []):
+            secondary = _SECONDARY.get(phase)
+            if secondary is None or secondary[0] == out[-1]["Status"]:
+                continue
+            out[-1]["EndTime"] = start
+            out.append({"Status": secondary[0], "StartTime": start, "StatusMessage": secondary[1]})
+        if job.stopping and self.status(job) == "Stopping":
+            out[-1]["EndTime"] = time.time()
+            out.append({"Status": "Stopping", "StartTime": time.time(), "StatusMessage": "Stopping the training job"})
+        status = self.status(job)
+        if status in ("Completed", "Failed", "Stopped"):
+            final = record.status if record else "Failed"
+            secondary, message = _FINAL_SECONDARY.get(final, _FINAL_SECONDARY[status])
+            end = (record.ended if record and record.ended else job.ended) or time.time()
+            out[-1].setdefault("EndTime", end)
+            out.append({"Status": secondary, "StartTime": end, "EndTime": end, "StatusMessage": message})
+        return out
+
+    def describe(self, name: str) -> dict[str, Any]:
+        job = self.get(name)
+        request = job.request
+        status = self.status(job)
+        transitions = self._transitions(job)
+        record = job.local.record if job.local is not None else None
+        out: dict[str, Any] = {
+            "TrainingJobName": job.name, "TrainingJobArn": self.arn(job.name),
+            "TrainingJobStatus": status, "SecondaryStatus": transitions[-1]["Status"],
+            "SecondaryStatusTransitions": transitions,
+            "AlgorithmSpecification": request.get("AlgorithmSpecification"), "RoleArn": request.get("RoleArn"),
+            "HyperParameters": request.get("HyperParameters"), "InputDataConfig": request.get("InputDataConfig"),
+            "OutputDataConfig": request.get("OutputDataConfig"), "ResourceConfig": request.get("ResourceConfig"),
+            "StoppingCondition": request.get("StoppingCondition"), "Environment": request.get("Environment"),
+            "CreationTime": job.created, "LastModifiedTime": time.time(), "TrainingStartTime": job.created,
+        }
+        if status in ("Completed", "Failed", "Stopped"):
+            end = (record.ended if record and record.ended else job.ended) or time.time()
+            out["TrainingEndTime"] = end
+            out["BillableTimeInSeconds"] = max(1, int(end - job.created))
+        reason = job.error or (record.failure_reason if record else None)
+        if status == "Failed" and reason:
+            diagnosis = getattr(job.local, "diagnosis", "") or ""
+            text = f"AlgorithmError: {reason}" + (f"\n{diagnosis}" if diagnosis and diagnosis not in reason else "")
+            out["FailureReason"] = text[-1024:] if len(text) > 1024 else text  # the API's limit
+        model = getattr(job.local, "model_data", None) or (record.model_data if record else None)
+        if status == "Completed" and model:
+            out["ModelArtifacts"] = {"S3ModelArtifacts": model}
+        return {k: v for k, v in out.items() if v is not None}
+
+    def summaries(self, params: dict[str, Any]) -> dict[str, Any]:
+        rows = []
+        for job in sorted(self.all(), key=lambda j: j.created, reverse=params.get("SortOrder") != "Ascending"):
+            status = self.status(job)
+            if params.get("StatusEquals") and status != params["StatusEquals"]:
+                continue
+            if params.get("NameContains") and params["NameContains"] not in job.name:
+                continue
+            rows.append({"TrainingJobName": job.name, "TrainingJobArn": self.arn(job.name), "CreationTime": job.created,
+                         "LastModifiedTime": time.time(), "TrainingJobStatus": status})
+        return {"TrainingJobSummaries": rows[: int(params.get("MaxResults") or 100)]}
+
+    def log_file(self, name: str, host: str) -> Path | None:
+        job = self._jobs.get(name)
+        if job is None or job.local is None:
+            return None
+        return Path(job.local.job_dir) / "logs" / f"{host}.log"
+
+    def hosts(self, name: str) -> list[str]:
+        job = self._jobs.get(name)
+        if job is None or job.local is None:
+            return []
+        return list(job.local.plan.host_names)

@@ -1,0 +1,80 @@
+"""The wire: AWS JSON 1.1 requests (X-Amz-Target: SageMaker.X / Logs_20140328.X) checked against botocore's own
+service models, and errors in the API's JSON error shape ({"__type": code, "message": ...})."""
+from __future__ import annotations
+
+import functools
+import json
+from datetime import datetime
+from typing import Any
+
+TARGETS = {"SageMaker": "sagemaker", "Logs_20140328": "logs"}
+
+
+class ApiError(Exception):
+    """An error answer: HTTP status, the API's error code and message."""
+
+    def __init__(self, code: str, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+
+    def body(self) -> bytes:
+        return json.dumps({"__type": self.code, "message": self.message}).encode()
+
+
+@functools.cache
+def service_model(service: str) -> Any:
+    from botocore.loaders import Loader
+    from botocore.model import ServiceModel
+
+    return ServiceModel(Loader().load_service_model(service, "service-2"), service_name=service)
+
+
+def parse_target(target: str) -> tuple[str, str]:
+    """'SageMaker.CreateTrainingJob' → ('sagemaker', 'CreateTrainingJob')."""
+    prefix, _, operation = (target or "").partition(".")
+    if prefix not in TARGETS or not operation:
+        raise ApiError("UnknownOperationException", f"unknown X-Amz-Target {target!r}")
+    return TARGETS[prefix], operation
+
+
+def _timestamps(value: Any, shape: Any) -> Any:
+    """JSON carries timestamps as epoch seconds; botocore's validator wants datetimes."""
+    if shape is None:
+        return value
+    if shape.type_name == "timestamp" and isinstance(value, (int, float)):
+        return datetime.fromtimestamp(value)
+    if shape.type_name == "structure" and isinstance(value, dict):
+        return {k: _timestamps(v, shape.members.get(k)) for k, v in value.items()}
+    if shape.type_name == "list" and isinstance(value, list):
+        return [_timestamps(v, shape.member) for v in value]
+    if shape.type_name == "map" and isinstance(value, dict):
+        return {k: _timestamps(v, shape.value) for k, v in value.items()}
+    return value
+
+
+def validate(service: str, operation: str, params: dict[str, Any]) -> None:
+    """ValidationException with botocore's own report when `params` do not fit the operation's input shape."""
+    from botocore.exceptions import ParamValidationError
+    from botocore.validate import validate_parameters
+
+    try:
+        model = service_model(service).operation_model(operation)
+    except Exception:  # noqa: BLE001 - botocore raises OperationNotFoundError
+        raise ApiError("UnknownOperationException", f"{operation} is not a {service} operation") from None
+    if model.input_shape is None:
+        return
+    try:
+        validate_parameters(_timestamps(params, model.input_shape), model.input_shape)
+    except ParamValidationError as exc:
+        raise ApiError("ValidationException", str(exc).replace("Parameter validation failed:\n", "")) from None
+
+
+def encode(value: Any) -> Any:
+    """Response values: datetimes as epoch seconds (JSON 1.1)."""
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, dict):
+        return {k: encode(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [encode(v) for v in value]
+    return value
