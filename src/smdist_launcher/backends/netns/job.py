@@ -25,8 +25,9 @@ BACKEND = "netns"
 HOST_ENTRY_MODULE = "smdist_launcher.backends.netns.host_entry"
 HOST_IFACE = "eth0"
 _TOOLS = ("ip", "nsenter", "ssh", "ssh-keygen")
-# Local mode's loopback shortcuts: without them the runtime takes the real multi-host path.
-_LOOPBACK_ONLY_ENV = ("SMDIST_HOST_MAP", "SMDIST_LOCAL_HOSTS")
+# Local mode's loopback shortcuts (host map, sshd-free MPI, binds confined to a loopback address by a preloaded
+# library): without them the runtime takes the real multi-host path on the host's own network.
+_LOOPBACK_ONLY_ENV = ("SMDIST_HOST_MAP", "SMDIST_LOCAL_HOSTS", "SMDIST_BIND_ADDRESS", "LD_PRELOAD")
 
 
 class NetnsUnavailable(ValueError):
@@ -69,6 +70,8 @@ class NetnsJob(LocalJob):
         for launch in launches:
             h = launch.host
             env = {k: v for k, v in launch.env.items() if k not in _LOOPBACK_ONLY_ENV}
+            if self.environ.get("LD_PRELOAD"):  # the user's own preloads stay
+                env["LD_PRELOAD"] = self.environ["LD_PRELOAD"]
             env[SSH_KEY_ENV] = str(key)
             scratch = Path(env.get("TMPDIR") or "/tmp") / h  # Open MPI's session dir and tempfiles: per host
             scratch.mkdir(parents=True, exist_ok=True)
