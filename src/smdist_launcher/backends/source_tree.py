@@ -3,8 +3,9 @@ symbolic links, so a job packs the same files locally and for SageMaker.
 
 A link whose target stays inside the folder is kept as a link. A link that leaves it (``data -> /etc/ssl``,
 ``../secrets``) is refused with its path, unless the user opts in with ``follow_symlinks=True``: then its target's
-content is packed in its place. (The SageMaker SDK's tarfile keeps every link as a link, so a link leaving
-source_dir arrives dangling in the container; following silently would upload whatever it points at.)"""
+content is packed in its place. (The SageMaker SDK's create_tar_file opens its tarfile with dereference=True: it
+follows every link silently, so a link to /etc/ssl uploads /etc/ssl. follow_symlinks=True is that behaviour, asked
+for.)"""
 from __future__ import annotations
 
 import os
