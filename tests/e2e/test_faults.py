@@ -220,10 +220,12 @@ def test_sighup_when_the_terminal_closes_stops_the_job_in_order(ws):
     os.close(master)  # hang up
     assert proc.wait(timeout=120) != 0
     record = json.loads((ws.jobs / "hangup" / "job.json").read_text())
-    assert record["status"] == "Stopped" and record["failure_reason"] == "stopped by SIGHUP"
+    assert record["status"] == "Stopped" and record["failure_reason"].startswith("stopped by SIGHUP; still running:")
     with tarfile.open(ws.jobs / "hangup" / "output" / "model.tar.gz") as tar:
         assert "partial.txt" in tar.getnames()
     assert "hanging-now" in logs[1].read_text()
+    # lines that came after the terminal was gone still reached the log files
+    assert all("received SIGTERM: stopping every process of this host" in p.read_text() for p in logs)
     from smdist_launcher.backends.local.process_sweep import job_processes
 
     assert job_processes(record["job_id"]) == []

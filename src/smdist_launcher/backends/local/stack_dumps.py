@@ -84,8 +84,9 @@ def dump_stacks(job_id: str, stacks_dirs: dict[str, Path], rank_hosts: dict[int,
         for pid, (_, path, size) in list(pending.items()):
             try:
                 grown = path.stat().st_size > size
+                os.kill(pid, 0)
             except OSError:
-                grown = True  # gone: nothing more will come
+                grown = True  # the file or the process is gone: nothing more will come
             if grown:
                 pending.pop(pid)
         time.sleep(POLL_S)
