@@ -2,6 +2,7 @@
 processes under torch_distributed and mpi, a failing rank named, a running job stopped, refusals explained."""
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import tarfile
@@ -84,7 +85,7 @@ time.sleep(120)
 '''
 
 
-def _script_plan(tmp_path: Path, name: str, script: str, hosts: int = 2):
+def _script_plan(tmp_path: Path, name: str, script: str, hosts: int = 2, **kwargs):
     from smdist_launcher import PyTorch
 
     src = tmp_path / "src"
@@ -92,7 +93,7 @@ def _script_plan(tmp_path: Path, name: str, script: str, hosts: int = 2):
     (src / "train.py").write_text(script)
     est = PyTorch(entry_point="train.py", source_dir=str(src), instance_type="local", instance_count=hosts,
                   framework_version="2.3", py_version="py311",
-                  distribution={"torch_distributed": {"enabled": True}, "mpi": {"processes_per_host": 2}})
+                  distribution={"torch_distributed": {"enabled": True}, "mpi": {"processes_per_host": 2}}, **kwargs)
     return est, est.plan(job_name=name)
 
 
@@ -107,8 +108,19 @@ def test_a_rank_that_raises_ends_the_job_naming_it(slurm_cluster, tmp_path):
     assert _job_processes(record.job_id) == []
 
 
+SECRET = "hf-sekret-0123456789"
+WAITS = f"""
+import hashlib, json, os, time
+hps = json.loads(os.environ["SM_HPS"])
+ok = hashlib.sha256(hps["hub_token"].encode()).hexdigest() == {hashlib.sha256(SECRET.encode()).hexdigest()!r}
+print("up", "token ok" if ok else "token WRONG", flush=True)
+time.sleep(300)
+"""
+
+
 def test_stop_cancels_a_running_job(slurm_cluster, tmp_path):
-    est, plan = _script_plan(tmp_path, "slurm-stop", "import time\nprint('up', flush=True)\ntime.sleep(300)\n")
+    # a secret hyperparameter reaches the script on every node, and no file of the job folder holds it
+    est, plan = _script_plan(tmp_path, "slurm-stop", WAITS, hyperparameters={"hub_token": SECRET})
     job = submit_slurm_job(plan, SlurmOptions(time="5:00"), estimator=est, jobs_root=tmp_path / "jobs", logs=False)
     deadline = time.monotonic() + 60
     while "up" not in (job.job_dir / "logs" / "algo-2.log").read_text(errors="replace") if (
@@ -121,6 +133,9 @@ def test_stop_cancels_a_running_job(slurm_cluster, tmp_path):
     assert stopped.value.status == records.STOPPED
     assert _squeue(slurm_cluster) == ""
     assert _job_processes(job.record.job_id) == []
+    assert "token ok" in (job.job_dir / "logs" / "algo-2.log").read_text()
+    leaked = [p for p in job.job_dir.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert leaked == []
 
 
 def test_refusals_say_what_to_change(slurm_cluster, tmp_path):

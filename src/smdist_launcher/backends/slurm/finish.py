@@ -13,6 +13,7 @@ from pathlib import Path
 from ...contract import MLPaths
 from ...plan.model import LaunchPlan
 from ..local import records
+from ..local.environment import scrub_host_secrets
 from ..local.diagnosis import describe_failure, describe_stop
 from ..local.jobdir import JobDir
 from ..local.outputs import collect_outputs, save_checkpoints
@@ -36,6 +37,8 @@ def finalize(job: JobDir, status: str, reason: str = "") -> records.JobRecord:
     os.close(fd)
     plan = LaunchPlan.from_json(job.plan_file.read_text())
     hosts = host_paths(job, plan)
+    for paths in hosts.values():  # a runtime killed before it could take its secrets out
+        scrub_host_secrets(paths)
     record.enter_phase("uploading")
     record.save(job.record_file)
     try:
