@@ -5,9 +5,10 @@ It runs inside PyTorch's ``offload_wrapper`` (see ``offload_wrapper_patch``) in 
 copies are synchronous both ways. Here:
 - saved tensors are grouped by layer: a new group starts at the entry and at the exit of every activation-
   checkpointed module, so a group holds what one checkpointed layer saved (its inputs) or what ran between two;
-- a group is copied out on a side stream when the next group starts (its tensors are complete then), into
-  pinned memory; ``record_stream`` keeps the device memory from being reused before the copy is done;
-- the last group is never copied out: backward needs it first;
+- a group is copied out on a side stream when the next checkpointed layer starts or something new is saved
+  (its tensors are complete then), into pinned memory; ``record_stream`` keeps the device memory from being
+  reused before the copy is done;
+- what was saved last is never copied out: backward needs it first;
 - in backward, reaching a group queues the loads of the next ``horizon`` offloaded groups on a second side
   stream (copy engines run both directions at once); compute waits on an event only for the group it needs.
 Parameters (and views of them, as FSDP's unsharded ones) and tensors under ``min_bytes`` stay where they are.
@@ -50,21 +51,34 @@ class _Pass:
     def __init__(self, offloader: "CheckpointOffloader") -> None:
         self.o = offloader
         self.groups: list[_Group] = [_Group(0)]
+        self.closed: list[_Group] = []  # complete groups whose copy-out waits for the next layer's start
         self.nonempty: list[_Group] = []
 
     # --- forward ------------------------------------------------------------------------------------
-    def boundary(self) -> None:
-        cur = self.groups[-1]
-        if not cur.saved:
-            return  # nothing saved since the last boundary: keep filling the same group
-        self._offload(cur)
-        self.groups.append(_Group(len(self.groups)))
-
-    def finish(self) -> None:
+    def close(self) -> None:
+        """End of a checkpointed layer: its group is complete."""
         cur = self.groups[-1]
         if cur.saved:
-            cur.state = "resident"
-            cur.keys = {}
+            self.closed.append(cur)
+            self.groups.append(_Group(len(self.groups)))
+
+    def enter(self) -> None:
+        """Start of a checkpointed layer: what came before it is complete and goes out now."""
+        self.close()
+        self.flush()
+
+    def flush(self) -> None:
+        for group in self.closed:
+            self._offload(group)
+        self.closed = []
+
+    def finish(self) -> None:
+        # What was saved last (the closed but not yet flushed groups, the open one) stays: backward needs it first.
+        for group in self.closed + [self.groups[-1]]:
+            if group.saved:
+                group.state = "resident"
+                group.keys = {}
+        self.closed = []
         self.nonempty = [g for g in self.groups if g.saved]
         for pos, g in enumerate(self.nonempty):
             g.index = pos
@@ -72,6 +86,8 @@ class _Pass:
     def pack(self, t: torch.Tensor) -> Any:
         if t.numel() * t.element_size() < self.o.min_bytes or _is_param(t) or type(t) is not torch.Tensor:
             return t
+        if self.closed:
+            self.flush()
         group = self.groups[-1]
         key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
         if key in group.keys:
@@ -134,6 +150,8 @@ class _Pass:
             if ahead < len(self.nonempty):
                 self._load(self.nonempty[ahead])
         if saved.device_tensor is not None:
+            if group.state == "resident":
+                group.saved = []  # autograd holds it now; let it go when autograd does
             return saved.device_tensor
         if saved.loaded is None:
             raise RuntimeError("smp activation offloading: a saved activation was used before it was loaded")
@@ -156,6 +174,7 @@ class CheckpointOffloader:
         self.load_stream = torch.cuda.Stream() if cuda else None
         self.stats = {"saved_bytes": 0, "offloaded_bytes": 0}
         self._pass: _Pass | None = None
+        self.last_pass: _Pass | None = None  # the latest forward's bookkeeping (tests, diagnostics)
         self._hooked: set[int] = set()
         self.hook_layers()
 
@@ -171,16 +190,17 @@ class CheckpointOffloader:
 
     def _boundary(self, *_: Any) -> None:
         if self._pass is not None:
-            self._pass.boundary()
+            self._pass.enter()
 
     def _boundary_after(self, *_: Any) -> None:
-        self._boundary()
+        if self._pass is not None:
+            self._pass.close()
 
     def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         if not torch.is_grad_enabled():
             return fn(*args, **kwargs)
         outer = self._pass
-        p = self._pass = _Pass(self)
+        p = self._pass = self.last_pass = _Pass(self)
         try:
             with torch.autograd.graph.saved_tensors_hooks(p.pack, p.unpack):
                 return fn(*args, **kwargs)
