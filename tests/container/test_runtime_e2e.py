@@ -202,3 +202,27 @@ def test_plans_from_the_planner_run(make_job, strategy):
         r = json.loads((job.roots[host] / "output" / "data" / f"rank{rank}.json").read_text())
         assert (r["rank"], r["host"], r["sum"], r["argv"]) == (rank, host, 10.0, ["--epochs", "2"])
         assert r["secret"] == "s3cret"
+
+
+HANG_IN_NAMED_FUNCTION = RANK_ENV + """
+import time
+def stuck_in_named_function():
+    open(os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], f"ready{rank}"), "w").close()
+    time.sleep(300)
+stuck_in_named_function()
+"""
+
+
+def test_a_stopped_runtime_reports_where_its_ranks_were_stuck(make_job):
+    """SageMaker stops a job (StopTrainingJob, max_run) with SIGTERM to the container's runtime: before stopping its
+    ranks, it names them and where each was, in its log and failure.json."""
+    job = make_job(make_plan("torchrun", hosts=1), HANG_IN_NAMED_FUNCTION)
+    job.start()
+    _wait_ready(job, 2)
+    os.kill(job.procs["algo-1"].pid, signal.SIGTERM)
+    [(code, text)] = job.wait(timeout=120).values()
+    assert code == 1
+    running = job.failure("algo-1")["still_running"]
+    assert sorted(r["rank"] for r in running) == [0, 1]
+    assert all(r["where"].startswith("in stuck_in_named_function (train.py:") for r in running), running
+    assert "[algo-1 r1] still running when stopped" in text and "stuck_in_named_function" in text

@@ -32,6 +32,7 @@ from .process_tree import TERM_WITH_PARENT, become_subreaper, is_alive, terminat
 from .ps_sidecar import ParameterServerSidecar, stop_process
 from .rsh_agent import DEFAULT_WAIT_S, LOCAL_HOSTS_ENV, WAIT_ENV
 from .rsh_server import RshServer
+from .stack_dumps import STACKS_ON_STOP_ENV, RankStack, dump_stacks, live_pids
 from .ssh_daemon import SshDaemon
 from .submit_directory import install_requirements, prepare_code
 
@@ -327,8 +328,9 @@ class HostRuntime:
                     self._finish(code, default_rank)
             except Stopped as stop:
                 self.console.say(f"received {stop}: stopping every process of this host")
+                stacks = self._stacks_of_ranks()
                 self._cleanup()
-                self._record_failure(128 + stop.signum, None, sig=str(stop), victim=True)
+                self._record_failure(128 + stop.signum, None, sig=str(stop), victim=True, stacks=stacks)
                 code = 1
             except Exception as e:  # a framework error: the toolkit writes "Framework Error" and exits 1
                 self._cleanup()
@@ -355,8 +357,11 @@ class HostRuntime:
             self._record_failure(code, default_rank)
 
     def _record_failure(self, code: int, default_rank: int | None, sig: str | None = None,
-                        tb: list[str] | None = None, victim: bool = False, host: str | None = None) -> None:
+                        tb: list[str] | None = None, victim: bool = False, host: str | None = None,
+                        stacks: list[RankStack] | None = None) -> None:
         d = self.tracker.diagnosis(code, self.command, default_rank, sig)
+        if stacks:
+            d["still_running"] = [st.to_dict() for st in stacks]
         if tb:
             d["traceback"] = tb
         if host is not None:  # the failure is another host's (a worker whose sshd never answered)
@@ -372,6 +377,23 @@ class HostRuntime:
         self._serve_rsh(env)
         self.sshd = SshDaemon(self.paths, self.host, job_key(self.environ), ssh_port(self.environ), env)
         self.console.say(f"MPI worker: sshd listening on port {self.sshd.port}")
+
+    def _stacks_of_ranks(self) -> list[RankStack]:
+        """Stopped from outside (SageMaker: StopTrainingJob, max_run): where each rank still running was stuck, asked
+        before they are stopped, into the log and failure.json."""
+        if self.environ.get(STACKS_ON_STOP_ENV) == "0":
+            return []
+        rank_hosts = {r: h["name"] for h in self.plan["hosts"] for r in h.get("ranks") or []}
+        try:
+            stacks = dump_stacks({self.host: self.paths.run_dir / "stacks"}, live_pids(), rank_hosts)
+        except Exception as exc:  # noqa: BLE001 - diagnostics must never keep a host from stopping
+            self.console.say(f"could not collect stack dumps: {exc!r}")
+            return []
+        for st in stacks:
+            self.console.line(st.rank, f"still running when stopped (pid {st.pid}) {st.where}; its stacks:")
+            for line in st.dump:
+                self.console.line(st.rank, f"  {line}")
+        return stacks
 
     def _cleanup(self) -> None:
         if self.master_ssh is not None:

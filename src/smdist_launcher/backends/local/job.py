@@ -28,6 +28,7 @@ from .jobdir import JobDir, jobs_root as resolve_jobs_root
 from .localize import with_master_port
 from .logs import LogMux
 from .outputs import checkpoint_dir, collect_outputs, restore_checkpoints, save_checkpoints
+from ...container.stack_dumps import STACKS_ON_STOP_ENV
 from .stack_dumps import RankStack, dump_stacks
 from .staging import local_code_source, stage_channels, stage_code, with_model_channel
 from .supervisor import HostLaunch, Interrupted, Outcome, Supervisor, stop_signals_interrupt
@@ -189,6 +190,7 @@ class LocalJob:
                 gpus=gpu_split[h] if gpu_split else None, checkpoint_dir=str(checkpoint_dir(plan, hosts[h])))
             # Each host's runtime makes its own folder in here (TMPDIR, Open MPI: container/host_isolation.py).
             env["TMPDIR"] = str(self._tmp_root)
+            env[STACKS_ON_STOP_ENV] = "0"  # the supervisor asks the ranks where they are stuck before it stops them
             argv = [sys.executable, "-m", "smdist_launcher.container", "--root", host_roots[h], "--host", h,
                     "--plan", str(hosts[h].plan_file), "--no-install"]
             launches.append(HostLaunch(h, argv, env, self.dir.host_dir(h)))
