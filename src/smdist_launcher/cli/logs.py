@@ -99,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
     offsets = dict.fromkeys(files, 0)
     partial = dict.fromkeys(files, b"")
     while True:
-        now = JobRecord.load(job_dir.record_file)  # read BEFORE the last pass
+        now = control.refresh(JobRecord.load(job_dir.record_file))  # read BEFORE the last pass; a Slurm job
+        # that Slurm ended itself (scancel, time limit) is finalised by this refresh
         ended = now.status in FINAL_STATUSES or now.launcher_gone()
         got = False
         for h, path in files.items():

@@ -59,8 +59,8 @@ class JobRecord:
 
     def launcher_gone(self) -> bool:
         """Still InProgress, but the process that ran it is gone (killed, crashed): no final status will come."""
-        if self.status != IN_PROGRESS:
-            return False
+        if self.status != IN_PROGRESS or not self.launcher_pid:
+            return False  # ended, or a job that runs without a launcher here (Slurm, SageMaker: launcher_pid 0)
         try:
             os.kill(self.launcher_pid, 0)
         except ProcessLookupError:

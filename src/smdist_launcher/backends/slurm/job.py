@@ -213,7 +213,7 @@ def submit_slurm_job(plan: LaunchPlan, options: SlurmOptions | None = None, *, e
     job = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
     job.plan_file.write_text(plan.to_json())
     record = records.JobRecord(job_name=plan.job_name, job_id=f"{plan.job_name}-slurm", job_dir=str(job.root),
-                               plan=plan.to_dict(), backend="slurm")
+                               plan=plan.to_dict(), backend="slurm", launcher_pid=0)  # no launcher: Slurm runs it
     record.enter_phase("staging")
     record.save(job.record_file)
     modes = {name: "File" for name in plan.channels}
