@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from spec.test_safe_yaml import alias_bomb
+
+def alias_bomb(levels: int, width: int = 10) -> str:
+    """width**levels values from a few hundred bytes: each level lists `width` aliases of the previous one."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]" for i in range(1, levels)]
+    return "hyperparameters:\n" + "".join(f"  {line}\n" for line in lines)
+
 
 CLI = "import sys; from smdist_launcher.cli.main import main; sys.exit(main(sys.argv[1:]))"
 BASE = ("framework: pytorch\nentry_point: train.py\ninstance_type: local\nframework_version: '2.3'\n"
