@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from smdist_launcher.backends.local.jobdir import JobDir, check_job_name, jobs_root
@@ -34,3 +36,21 @@ def test_job_dirs_are_never_reused_and_names_are_checked(tmp_path, monkeypatch):
     (root / "junk").mkdir()
     (root / "junk" / "job.json").write_text("{not json")
     assert [r.job_name for r in list_records(root)] == ["b-1", "a-1"]
+
+
+def test_launcher_gone_when_its_pid_is_dead_or_reused(tmp_path):
+    import subprocess
+    import sys
+
+    from smdist_launcher.backends.local.records import JobRecord, process_start
+
+    mine = JobRecord(job_name="j", job_id="j-1", job_dir=str(tmp_path))
+    assert mine.launcher_started == process_start(os.getpid()) and not mine.launcher_gone()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert JobRecord(job_name="j", job_id="j-2", job_dir=str(tmp_path), launcher_pid=dead.pid).launcher_gone()
+    # the pid is alive, but it is another process than the one that started the job (pid reuse)
+    reused = JobRecord(job_name="j", job_id="j-3", job_dir=str(tmp_path), launcher_started=mine.launcher_started - 1)
+    assert reused.launcher_gone()
+    assert not JobRecord(job_name="j", job_id="j-4", job_dir=str(tmp_path), status="Completed",
+                         launcher_pid=dead.pid).launcher_gone()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import time
@@ -17,16 +16,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--jobs-dir", help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
     p.add_argument("--json", action="store_true", help="print the records as JSON lines")
     return p
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 _REMOTE = ("sagemaker", "slurm")  # backends whose jobs run without a launcher process on this machine
@@ -46,11 +35,9 @@ def _refreshed(records: list) -> list:
 
 
 def status_of(record) -> str:  # noqa: ANN001 - a JobRecord (import kept lazy)
-    from ..backends.local.records import IN_PROGRESS
-
     if record.backend in _REMOTE:
         return record.status  # the backend answers (refreshed by `smdist jobs`), not a launcher process here
-    if record.status == IN_PROGRESS and not _alive(record.launcher_pid):
+    if record.launcher_gone():
         return "Interrupted"  # the launcher died without writing a final status
     return record.status
 

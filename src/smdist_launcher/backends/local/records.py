@@ -36,6 +36,8 @@ class JobRecord:
     model_data: str | None = None
     output_data: str | None = None
     launcher_pid: int = field(default_factory=os.getpid)
+    # when that process started (clock ticks since boot, /proc/<pid>/stat): a reused pid is not the launcher
+    launcher_started: int | None = field(default_factory=lambda: process_start(os.getpid()))
     plan: dict[str, Any] = field(default_factory=dict)
     # Which backend ran the job ("local", "netns", "docker", "slurm", ...) and what that backend needs to find the
     # job again (a Slurm job id, container names): status/stop/logs dispatch on these.
@@ -66,8 +68,9 @@ class JobRecord:
         except ProcessLookupError:
             return True
         except PermissionError:
-            return False  # alive, someone else's
-        return False
+            pass  # alive, someone else's: is it still the launcher?
+        started = process_start(self.launcher_pid)
+        return self.launcher_started is not None and started is not None and started != self.launcher_started
 
     @property
     def duration(self) -> float | None:
@@ -83,6 +86,15 @@ class JobRecord:
         data = json.loads(path.read_text())
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
+
+
+def process_start(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (Linux), None where unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat[stat.rindex(")") + 2:].split()[19])  # field 22; the name in (...) may hold spaces
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def list_records(root: Path) -> list[JobRecord]:
