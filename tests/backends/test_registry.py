@@ -1,0 +1,29 @@
+"""`--backend` / fit(backend=): names map to backend modules; unknown or unavailable ones are clear errors."""
+from __future__ import annotations
+
+import pytest
+
+from smdist_launcher.backends import registry
+
+
+def test_known_backends_and_the_default():
+    from smdist_launcher.backends.local import run_job as local_run_job
+
+    assert registry.DEFAULT == "process" and {"process", "netns", "docker"} <= set(registry.names())
+    assert registry.run_job_of(None) is local_run_job
+    assert registry.run_job_of("netns").__module__ == "smdist_launcher.backends.netns"
+
+
+def test_unknown_backend_lists_the_choices():
+    with pytest.raises(ValueError, match="unknown backend 'podman'; choose one of process, netns, docker"):
+        registry.run_job_of("podman")
+
+
+def test_fit_refuses_a_local_backend_for_sagemaker_instance_types(tmp_path):
+    from smdist_launcher import PyTorch
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    est = PyTorch(entry_point="train.py", source_dir=str(tmp_path), role="arn:aws:iam::111122223333:role/R",
+                  instance_type="ml.c5.xlarge", instance_count=1, framework_version="2.3", py_version="py311")
+    with pytest.raises(ValueError, match="runs local instance types only"):
+        est.fit(backend="netns")
