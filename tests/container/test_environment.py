@@ -61,3 +61,22 @@ def test_quiet_launchers_torchrun_threads_and_mpirun_library_path(tmp_path):
     paths = write_host_config(tmp_path / "m", mpirun, "algo-1")
     env = process_env(paths, mpirun, mpirun["hosts"][0], {}, {})
     assert env["LD_LIBRARY_PATH"] == "" and "OMP_NUM_THREADS" not in env   # `-x LD_LIBRARY_PATH` finds it
+
+
+def test_recorded_environment_keeps_what_the_job_set_and_redacts_secrets():
+    import json as _json
+
+    from smdist_launcher.container.environment import recorded_environment
+
+    inherited = {"AWS_SESSION_TOKEN": "caller-secret", "HOME": "/root", "PATH": "/bin", "HF_TOKEN": "job-secret"}
+    env = {**inherited, "SM_HPS": _json.dumps({"hub_token": "hp-secret", "lr": 0.1}),
+           "SM_HP_HUB_TOKEN": "hp-secret", "SM_HP_LR": "0.1",
+           "SM_USER_ARGS": _json.dumps(["--hub_token", "hp-secret", "--lr", "0.1"]),
+           "SM_TRAINING_ENV": _json.dumps({"hyperparameters": {"hub_token": "hp-secret"}, "current_host": "algo-1"}),
+           "PATH": "/bin", "PYTHONPATH": "/code"}
+    out = recorded_environment(env, inherited, job_keys=["HF_TOKEN"])
+    assert "hp-secret" not in _json.dumps(out) and "caller-secret" not in _json.dumps(out)
+    assert "AWS_SESSION_TOKEN" not in out and "HOME" not in out and "PATH" not in out  # inherited: not recorded
+    assert out["HF_TOKEN"] == "***REDACTED***" and out["SM_HP_LR"] == "0.1" and out["PYTHONPATH"] == "/code"
+    assert _json.loads(out["SM_USER_ARGS"]) == ["--hub_token", "***REDACTED***", "--lr", "0.1"]
+    assert _json.loads(out["SM_TRAINING_ENV"])["current_host"] == "algo-1"
