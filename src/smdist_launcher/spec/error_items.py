@@ -18,6 +18,8 @@ _LIST_LIMIT = 12  # longer lists of allowed keys help nobody; did-you-mean does 
 
 def show(value: Any) -> str:
     """A short, readable rendering of a user value for messages."""
+    if isinstance(value, int) and value.bit_length() > 256:  # repr of a huge int is slow, past 4300 digits an error
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
     text = repr(value)
     return text if len(text) <= _SHOW_LIMIT else text[: _SHOW_LIMIT - 3] + "..."
 

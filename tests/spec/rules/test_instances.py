@@ -87,3 +87,15 @@ def test_local_cluster_is_bounded_by_this_machine(args: dict[str, Any]) -> None:
                                                 "mpi": {"processes_per_host": room}}})
     assert "lower instance_count or processes_per_host" in got["distribution.mpi.processes_per_host"]
     assert problems("pytorch", {**args, "instance_type": "local", "instance_count": 2}) == []
+
+
+def test_integers_past_pythons_4300_digit_limit_are_reported_not_raised(args: dict[str, Any]) -> None:
+    huge = 10**5000  # str(huge) raises ValueError: every message must avoid printing it in full
+    got = messages("pytorch", {**args, "instance_count": huge, "max_run": huge,
+                               "distribution": {"torch_distributed": {"enabled": True},
+                                                "mpi": {"processes_per_host": huge}}})
+    assert "about 10^5000 instances" in got["instance_count"]
+    assert "about 10^5000 processes per host" in got["distribution.mpi.processes_per_host"]
+    assert "an integer of about 5000 digits" in got["max_run"]
+    assert "about 10^5000 hosts" in messages("pytorch", {**args, "instance_type": "local",
+                                                         "instance_count": huge})["instance_count"]

@@ -53,6 +53,11 @@ def _known(ctx: RuleContext) -> Iterator[ErrorItem]:
                      "local_gpu; new types go in smdist_launcher/spec/instances.json)", ctx.instance_type)
 
 
+def _n(count: int) -> str:
+    """1,234 (a huge number is not printed in full: past 4,300 digits Python refuses to)."""
+    return f"{count:,}" if count.bit_length() <= 64 else f"about 10^{int(count.bit_length() * 0.30103)}"
+
+
 def _count_path(ctx: RuleContext) -> str:
     return "instance_count" if ctx.args.instance_count is not None else "instance_groups[0].instance_count"
 
@@ -66,14 +71,14 @@ def _bounds(ctx: RuleContext) -> Iterator[ErrorItem]:
         yield from _local_bounds(ctx, count)
         return
     if count > MAX_INSTANCE_COUNT:
-        yield item(_count_path(ctx), f"{count:,} instances; at most {MAX_INSTANCE_COUNT:,} per training job (and your "
+        yield item(_count_path(ctx), f"{_n(count)} instances; at most {MAX_INSTANCE_COUNT:,} per training job (and your "
                                      "account's SageMaker quota for the instance type, usually far lower: see Service "
                                      "Quotas)", count)
     pph = ctx.launch.processes_per_host
     limit, what = ((info.vcpus, f"{info.instance_type} has {info.vcpus} vCPUs") if info is not None and info.vcpus
                    else (MAX_PROCESSES_PER_HOST, "a fixed bound"))
     if ctx.launch.strategy is not None and pph > limit:
-        yield item(PPH_PATH, f"{pph:,} processes per host; at most {limit} ({what}): one process per GPU, Neuron core "
+        yield item(PPH_PATH, f"{_n(pph)} processes per host; at most {limit} ({what}): one process per GPU, Neuron core "
                              "or vCPU at most", pph)
 
 
@@ -87,8 +92,8 @@ def _local_bounds(ctx: RuleContext, count: int) -> Iterator[ErrorItem]:
     room = capacity()
     if processes > room.processes:
         path = _count_path(ctx) if pph == 1 or count > room.processes // 2 else PPH_PATH
-        yield item(path, f"local mode runs every host on this machine: {count:,} hosts × ({pph:,} processes + 1 "
-                         f"runtime) = {processes:,} processes, more than this machine can hold (at most "
+        yield item(path, f"local mode runs every host on this machine: {_n(count)} hosts × ({_n(pph)} processes + 1 "
+                         f"runtime) = {_n(processes)} processes, more than this machine can hold (at most "
                          f"{room.processes:,}: {room.why}); lower instance_count or processes_per_host",
                    count if path != PPH_PATH else pph)
 
@@ -110,7 +115,7 @@ def _hardware(ctx: RuleContext) -> Iterator[ErrorItem]:
     pph = ctx.launch.processes_per_host
     for count, what in ((info.gpus, "GPUs"), (info.neuron_cores, "Neuron cores")):
         if count and pph > count:
-            ctx.warn(f"distribution.mpi.processes_per_host: {pph} processes per host but {info.instance_type} has {count} "
+            ctx.warn(f"distribution.mpi.processes_per_host: {_n(pph)} processes per host but {info.instance_type} has {count} "
                      f"{what}; ranks will share devices")
             return
     # more processes than vCPUs: an error (_bounds)
