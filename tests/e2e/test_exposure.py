@@ -76,12 +76,23 @@ def is_loopback(ip: str) -> bool:
 
 
 def external_ipv4() -> str | None:
-    out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, timeout=30).stdout
+    """This machine's first non-loopback IPv4 address (`ip -4 addr`; without iproute2, the source address of the
+    default route), or None."""
+    try:
+        out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
     for line in out.splitlines():
         ip = line.split()[3].split("/")[0]
         if not ipaddress.ip_address(ip).is_loopback:
             return ip
-    return None
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # UDP connect sends nothing: it only picks the route's source address
+            ip = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if ipaddress.ip_address(ip).is_loopback else ip
 
 
 def _connect_result(ip: str, port: int) -> int:
