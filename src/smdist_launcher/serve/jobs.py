@@ -187,7 +187,9 @@ class Jobs:
             "SecondaryStatusTransitions": transitions,
             "AlgorithmSpecification": request.get("AlgorithmSpecification"), "RoleArn": request.get("RoleArn"),
             "HyperParameters": request.get("HyperParameters"), "InputDataConfig": request.get("InputDataConfig"),
-            "OutputDataConfig": request.get("OutputDataConfig"), "ResourceConfig": request.get("ResourceConfig"),
+            # SageMaker answers KmsKeyId "" when none was given (the SDK's attach reads it)
+            "OutputDataConfig": {"KmsKeyId": "", **(request.get("OutputDataConfig") or {})},
+            "ResourceConfig": request.get("ResourceConfig"),
             "StoppingCondition": request.get("StoppingCondition"), "Environment": request.get("Environment"),
             "CreationTime": job.created, "LastModifiedTime": time.time(), "TrainingStartTime": job.created,
         }
@@ -216,6 +218,11 @@ class Jobs:
             rows.append({"TrainingJobName": job.name, "TrainingJobArn": self.arn(job.name), "CreationTime": job.created,
                          "LastModifiedTime": time.time(), "TrainingJobStatus": status})
         return {"TrainingJobSummaries": rows[: int(params.get("MaxResults") or 100)]}
+
+    def tags(self, params: dict[str, Any]) -> dict[str, Any]:
+        """ListTags of a training job's ARN (the SDK's attach asks for them)."""
+        name = params["ResourceArn"].rsplit("/", 1)[-1]
+        return {"Tags": list(self.get(name).request.get("Tags") or [])}
 
     def log_file(self, name: str, host: str) -> Path | None:
         job = self._jobs.get(name)

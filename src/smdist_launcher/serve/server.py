@@ -23,6 +23,7 @@ class Endpoint:
             ("sagemaker", "DescribeTrainingJob"): lambda p: self.jobs.describe(p["TrainingJobName"]),
             ("sagemaker", "StopTrainingJob"): lambda p: self.jobs.stop(p["TrainingJobName"]),
             ("sagemaker", "ListTrainingJobs"): self.jobs.summaries,
+            ("sagemaker", "ListTags"): self.jobs.tags,
             ("logs", "DescribeLogStreams"): self.logs.describe_streams,
             ("logs", "GetLogEvents"): self.logs.get_events,
         }
