@@ -40,6 +40,7 @@ def test_state_file_is_private(tmp_path):
     assert state["port"] == server.port and state["token"] == server.token
     assert oct((tmp_path / "run" / "rsh.json").stat().st_mode & 0o777) == "0o600"
     server.close()
+    assert not (tmp_path / "run" / "rsh.json").exists()  # the token does not outlive the server
 
 
 def test_wrong_token_and_non_orted_refused(tmp_path):

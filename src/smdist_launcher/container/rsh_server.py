@@ -100,6 +100,7 @@ class RshServer:
         self.procs: list[subprocess.Popen[bytes]] = []
         self._closed = False
         # 0600: the token lets its holder start orted as this host.
+        self.state_file = state_file
         write_json(state_file, {"host": host, "address": self.address, "port": self.port, "token": self.token,
                                 "pid": os.getpid()}, mode=0o600)
         threading.Thread(target=self._accept_loop, name="rsh-accept", daemon=True).start()
@@ -194,6 +195,7 @@ class RshServer:
     def close(self) -> None:
         with self._lock:
             self._closed = True
+        self.state_file.unlink(missing_ok=True)  # the token dies with the server: nothing of it stays in the job folder
         try:
             self._sock.close()
         except OSError:
