@@ -39,3 +39,26 @@ class FlashSelfAttention(nn.Module):
         if layout == "b s h d":
             out = out.transpose(1, 2)
         return out.to(dtype)
+
+
+class FlashGroupedQueryAttention(nn.Module):
+    """Called as ``attn(q, (k, v), causal=True, cast_dtype=dtype, layout="b s h d")``: k and v carry fewer heads
+    than q (grouped-query attention); each k/v head serves ``q heads / kv heads`` query heads."""
+
+    def __init__(self, attention_dropout_prob: float = 0.0, scale: float | None = None,
+                 triton_flash_attention: bool = False, use_alibi: bool = False) -> None:
+        super().__init__()
+        self.inner = FlashSelfAttention(attention_dropout_prob, scale, triton_flash_attention, use_alibi)
+
+    def forward(self, q: torch.Tensor, kv: Sequence[torch.Tensor] | torch.Tensor, attn_mask: torch.Tensor | None = None,
+                causal: bool = False, cast_dtype: torch.dtype | None = None, layout: str = "b s h d") -> torch.Tensor:
+        k, v = kv.unbind(dim=2) if isinstance(kv, torch.Tensor) else kv  # packed: b s 2 h d
+        if isinstance(kv, torch.Tensor) and layout != "b s h d":
+            raise ValueError("FlashGroupedQueryAttention: packed kv needs layout 'b s h d'")
+        head_dim = 2 if layout == "b s h d" else 1
+        groups = q.shape[head_dim] // k.shape[head_dim]
+        if groups * k.shape[head_dim] != q.shape[head_dim]:
+            raise ValueError(f"FlashGroupedQueryAttention: {q.shape[head_dim]} query heads are not a multiple of "
+                             f"{k.shape[head_dim]} key/value heads")
+        k, v = (t.repeat_interleave(groups, dim=head_dim) for t in (k, v))
+        return self.inner((q, k, v), attn_mask=attn_mask, causal=causal, cast_dtype=cast_dtype, layout=layout)

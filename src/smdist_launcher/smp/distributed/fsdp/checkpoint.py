@@ -46,7 +46,8 @@ def save_model_checkpoint(model: nn.Module, state_dict_type: StateDictType, path
     """Write ``path``: a DCP folder (SHARDED_STATE_DICT) or ``path/model.pt`` from rank 0 (FULL_STATE_DICT)."""
     path = os.fspath(path)
     if state_dict_type == StateDictType.FULL_STATE_DICT:
-        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        # FSDP1's offload_to_cpu on tensors already in host memory crashes (use-after-free in its clone path)
+        options = StateDictOptions(full_state_dict=True, cpu_offload=torch.cuda.is_available())
         model_sd, optim_sd = get_state_dict(model, _optimizers(optimizer), options=options)
         if dist.get_rank() == 0:
             os.makedirs(path, exist_ok=True)
