@@ -15,6 +15,13 @@ LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 PAGE = 1000
 
 
+def _raw(line: str, host: str) -> str:
+    """The line as the process wrote it: local mode's `[algo-1 r0] ` prefix is the reader's job (CloudWatch has none)."""
+    if line.startswith(f"[{host}") and "] " in line:
+        return line.split("] ", 1)[1]
+    return line
+
+
 @dataclass
 class _Stream:
     events: list[tuple[int, str]] = field(default_factory=list)
@@ -46,7 +53,7 @@ class LogStreams:
             complete, _, stream.partial = (stream.partial + data).rpartition(b"\n")
             now = int(time.time() * 1000)
             if complete:
-                stream.events += [(now, line.decode("utf-8", "replace")) for line in complete.split(b"\n")]
+                stream.events += [(now, _raw(line.decode("utf-8", "replace"), host)) for line in complete.split(b"\n")]
             return stream
 
     def describe_streams(self, params: dict[str, Any]) -> dict[str, Any]:
