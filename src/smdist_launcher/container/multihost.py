@@ -155,7 +155,7 @@ class MasterSsh:
         def tell(host: str) -> None:
             for attempt in range(attempts):
                 try:
-                    if self._ssh(host, DONE, str(code), timeout=15).returncode == 0:
+                    if self._ssh(host, DONE, str(code), timeout=60).returncode == 0:
                         return
                 except subprocess.TimeoutExpired:
                     pass
@@ -167,4 +167,4 @@ class MasterSsh:
         for t in threads:
             t.start()
         for t in threads:
-            t.join(timeout=60)
+            t.join(timeout=200)

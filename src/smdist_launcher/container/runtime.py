@@ -396,8 +396,6 @@ class HostRuntime:
         return stacks
 
     def _cleanup(self) -> None:
-        if self.master_ssh is not None:
-            self.master_ssh.notify_done(1, attempts=1)  # no-op after a normal end; else workers must not wait for us
         if self.sshd is not None:
             self.sshd.stop()
         if self.server is not None:
@@ -407,6 +405,8 @@ class HostRuntime:
         left = terminate_descendants(STOP_GRACE_S)
         if left:
             self.console.say(f"killed {len(left)} process(es) that ignored SIGTERM")
+        if self.master_ssh is not None:  # after our ranks are stopped; a no-op when the workers were told already
+            self.master_ssh.notify_done(1, attempts=1)
 
 
 def main_run(root: str, plan: str | None, host: str | None, install: bool) -> int:

@@ -50,7 +50,8 @@ def test_mnist_on_two_netns_hosts(netns_ready, tiny_mnist, tmp_path, launcher, c
     addresses = [record.hosts[h]["address"] for h in ("algo-1", "algo-2")]
     assert len(set(addresses)) == 2 and all(a.startswith("10.213.") for a in addresses)
     logs = {h: (job.job_dir / "logs" / f"{h}.log").read_text() for h in ("algo-1", "algo-2")}
-    assert "[algo-2 r2]" in logs["algo-2"]
+    # each host ran its own part and ended well
+    assert (job.job_dir / "hosts" / "algo-2" / "opt" / "ml" / "output" / "success").exists()
     if launcher != "torch_distributed":  # the real multi-host path: sshd on the worker, mpirun over ssh
         assert "MPI worker: sshd listening on port" in logs["algo-2"]
         assert "every worker's sshd answers" in logs["algo-1"]
