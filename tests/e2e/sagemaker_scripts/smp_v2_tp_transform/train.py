@@ -1,13 +1,14 @@
 """SMP v2 tensor parallelism the way SMP v2's example scripts get it: tsm.init -> tsm.transform(model) (TP from
 tensor_parallel_degree) -> FSDP(FULL_SHARD, transformer_auto_wrap_policy over SMP's TransformerLayer) with no
-process group given (SMP supplies the data-parallel mesh) -> SMP's clip_grad_norm_ -> full checkpoint through
-torch.sagemaker.distributed.fsdp.checkpoint. Losses, gradient norms and final weights must equal a one-process
+process group given (SMP supplies the data-parallel mesh) -> SMP's clip_grad_norm_ -> sharded checkpoint (saved, then
+resumed into a fresh model) and full checkpoint through torch.sagemaker.distributed.fsdp.checkpoint. Losses, gradient norms and final weights must equal a one-process
 reference trained on the whole batch."""
 import argparse
 import copy
 import functools
 import json
 import os
+import shutil
 
 import torch
 import torch.distributed as dist
@@ -28,11 +29,15 @@ parser.add_argument("--global_batch", type=int, default=4)
 parser.add_argument("--seq", type=int, default=12)
 parser.add_argument("--lr", type=float, default=0.3)
 parser.add_argument("--grad_clip", type=float, default=0.5)
+# Sharded checkpoints need a file system all hosts share (FSx on SageMaker); job.yaml points this at one.
+parser.add_argument("--checkpoint_dir", default="/fsx/checkpoints")
 parser.add_argument("--model_dir", default=os.environ.get("SM_MODEL_DIR", "/opt/ml/model"))
 args, _ = parser.parse_known_args()  # SageMaker also passes --mp_parameters
 torch.set_num_threads(1)
 
 dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+job_name = json.loads(os.environ.get("SM_TRAINING_ENV", "{}")).get("job_name", "local")
+args.checkpoint_dir = os.path.join(args.checkpoint_dir, job_name)
 tsm.init()
 rank, world = dist.get_rank(), dist.get_world_size()
 device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
@@ -77,6 +82,21 @@ for tokens in data:
     ref_opt.zero_grad()
     ref_losses.append(ref_loss.item())
 
+    if len(losses) == args.max_steps - 1:  # sharded checkpoint, then resume from it into a fresh copy
+        tsm_fsdp_checkpoint.save_model_checkpoint(model, StateDictType.SHARDED_STATE_DICT, args.checkpoint_dir,
+                                                  log=rank == 0, optimizer=opt, extra_exports={"total_steps": len(losses)})
+        fresh = FSDP(transform(CausalLM(layers=2)),
+                     auto_wrap_policy=functools.partial(transformer_auto_wrap_policy,
+                                                        transformer_layer_cls={TransformerLayer}),
+                     sharding_strategy=ShardingStrategy.FULL_SHARD, device_id=device, use_orig_params=True)
+        fresh_opt = torch.optim.SGD(fresh.parameters(), lr=args.lr)
+        loaded = tsm_fsdp_checkpoint.load_model_checkpoint(fresh, StateDictType.SHARDED_STATE_DICT,
+                                                           args.checkpoint_dir, optimizer=fresh_opt,
+                                                           extra_imports={"total_steps": 0})
+        assert loaded[tsm_fsdp_checkpoint.EXPORT_KEY_IDENTITY]["total_steps"] == len(losses)
+        del model, opt
+        model, opt = fresh, fresh_opt
+
 torch.testing.assert_close(losses, ref_losses, rtol=1e-5, atol=1e-6)
 torch.testing.assert_close(norms, ref_norms, rtol=1e-5, atol=1e-6)
 assert min(ref_norms) > args.grad_clip, "the test must clip"
@@ -90,5 +110,7 @@ if rank == 0:
 with open(os.path.join(args.model_dir, f"result-{rank}.json"), "w") as fh:
     json.dump({"losses": losses, "ref_losses": ref_losses, "norms": norms, "tp_rank": tsm.state.tp_rank}, fh)
 dist.barrier()
+if rank == 0:
+    shutil.rmtree(args.checkpoint_dir, ignore_errors=True)
 del model, opt
 dist.destroy_process_group()

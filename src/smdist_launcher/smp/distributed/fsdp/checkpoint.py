@@ -25,10 +25,14 @@ FULL_CHECKPOINT_FILE = "model.pt"
 
 
 def _metadata(model: nn.Module, pg_metadata: Any) -> tuple[Any, int, bool]:
+    from ...state import state
+    if state.initialized and state.tensor_parallel_degree > 1:
+        # The state dict's DTensors span the TP ranks too: every rank takes part, over the world (DCP writes
+        # each distinct shard once), whatever group the script passes for FSDP alone.
+        return None, 0, True
     if pg_metadata is not None:
         group, coordinator, action = pg_metadata
         return group, coordinator, bool(action)
-    from ...state import state
     from ...utils.process_group_utils import get_global_ranks
     group = getattr(model, "process_group", None)
     ranks = get_global_ranks(group)
