@@ -20,12 +20,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def refusal(record) -> str | None:  # noqa: ANN001 - a JobRecord (import kept lazy)
     """Why this job must not be removed now, or None."""
     from ..backends.local.records import IN_PROGRESS
-    from .jobs import status_of
+    from .jobs import _REMOTE, status_of
 
-    if status_of(record) == IN_PROGRESS:
-        return (f"{record.job_name}: still running (launcher pid {record.launcher_pid}); stop it first "
-                f"(Ctrl-C where it runs, or kill {record.launcher_pid}), then remove it")
-    return None
+    if status_of(record) != IN_PROGRESS:
+        return None
+    if record.backend in _REMOTE:
+        return f"{record.job_name}: still running on {record.backend}; `smdist stop {record.job_name}` first, then remove it"
+    return (f"{record.job_name}: still running (launcher pid {record.launcher_pid}); stop it first "
+            f"(Ctrl-C where it runs, or `smdist stop {record.job_name}`), then remove it")
 
 
 def remove(root: Path, record) -> None:  # noqa: ANN001 - a JobRecord
