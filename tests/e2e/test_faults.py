@@ -107,7 +107,8 @@ def test_ctrl_c_stops_everything(ws):
     proc = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, text=True, cwd=ws.outside)
     log = ws.jobs / plan.job_name / "logs" / "algo-1.log"
     while not (log.is_file() and "ready 1" in log.read_text() and "ready 0" in log.read_text()):
-        assert proc.poll() is None, "the driver ended before the ranks were up"
+        assert proc.poll() is None, (f"the driver ended before the ranks were up: {proc.communicate()[0]}\n"
+                                     f"{log.read_text() if log.is_file() else ''}")
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
