@@ -1,5 +1,8 @@
-"""SMP v2 runtime (``import torch.sagemaker as tsm`` resolves here): FSDP2/DTensor under SMP's API.
+"""SMP v2 runtime (``import torch.sagemaker as tsm`` and its submodules resolve here).
 
+Two flows: SMP's own (``tsm.init`` -> ``tsm.transform`` -> PyTorch ``FullyShardedDataParallel`` on SMP's groups,
+``offload_wrapper`` with SMP's prefetching; see ``fsdp1`` and ``offload_wrapper_patch``), and this runtime's FSDP2
+one (``shard_model``, ``apply_activation_checkpointing``/``apply_activation_offloading``).
 Imports torch only (no pydantic/yaml/boto3): this runs inside training containers.
 """
 from __future__ import annotations
