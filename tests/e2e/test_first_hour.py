@@ -27,6 +27,11 @@ def test_fit_reads_relative_paths_against_the_current_folder(tmp_path: Path, mon
     est = PyTorch(entry_point="train.py", instance_type="local", instance_count=1,
                   framework_version="2.3", py_version="py311")
     # the plain relative path and the relative file:// form that SageMaker's local mode accepts
+    from smdist_launcher.errors import ValidationError
+
+    with pytest.raises(ValidationError, match="is the path datta/train relative to the current folder"):
+        est.fit({"training": "file://datta/train"})                  # a typo fails before anything starts
+    assert not (tmp_path / "jobs").exists()
     job = est.fit({"training": "data/train", "test": "file://data/test"}, job_name="relative-inputs")
     assert job.status == "Completed"
     out = capfd.readouterr().out

@@ -137,12 +137,13 @@ class FrameworkEstimator:
         file_job_name = self._job_file.job_name if self._job_file is not None else None
         return resolve(self._spec, self.framework, job_name=job_name or file_job_name)
 
-    def channels(self, inputs: Any = None) -> "dict[str, Channel]":
+    def channels(self, inputs: Any = None, *, check_exists: bool = False) -> "dict[str, Channel]":
+        """check_exists: a local path that does not exist is a ValidationError (fit() in local mode)."""
         if inputs is None and self._job_file is not None:
             return dict(self._job_file.inputs)
         base_dir = self._job_file.base_dir if self._job_file is not None else None
         instance_type, _ = cluster_of(self._spec)
-        return normalize_inputs(inputs, instance_type=instance_type, base_dir=base_dir)
+        return normalize_inputs(inputs, instance_type=instance_type, base_dir=base_dir, check_exists=check_exists)
 
     def plan(self, inputs: Any = None, job_name: str | None = None) -> "LaunchPlan":
         """The launch plan. Pure: nothing is uploaded or started, no file is read."""
@@ -177,6 +178,8 @@ class FrameworkEstimator:
             return self.plan(inputs, job_name=job_name)
         job_name = job_name or name_from_base(self.base_job_name)
         plan = self.plan(inputs, job_name=job_name)
+        if is_local(plan.instance_type):
+            self.channels(inputs, check_exists=True)  # a missing data folder: a ValidationError now, not a failed job
         from ..backends.registry import CLUSTER_BACKENDS
 
         if is_local(plan.instance_type) or backend in CLUSTER_BACKENDS:
