@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+echo "[demo] writing the synthetic MNIST-shaped data set to data/mnist"
 .venv/bin/python examples/mnist/make_data.py data/mnist
+JOB=${SMDIST_DEMO_JOB:-examples/mnist/job_torch_distributed.yaml}
+echo "[demo] smdist run $JOB (about a minute on 2 cores; afterwards: .venv/bin/smdist jobs, .venv/bin/smdist logs)"
 # "$@" passes overrides through, e.g. --instance-count 3; other launchers: examples/mnist/job_{pytorchddp,mpi}.yaml
-exec .venv/bin/smdist run "${SMDIST_DEMO_JOB:-examples/mnist/job_torch_distributed.yaml}" "$@"
+exec .venv/bin/smdist run "$JOB" "$@"
