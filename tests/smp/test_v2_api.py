@@ -25,10 +25,13 @@ def test_aws_import_paths(path: str) -> None:
     assert importlib.import_module(path).__name__.startswith("smdist_launcher.smp")
 
 
-def test_unimplemented_module_says_so() -> None:
+@pytest.mark.parametrize("path", ["torch.sagemaker.nn.huggingface.llama_flashattn",
+                                  "torch.sagemaker.distributed.checkpoint.state_dict_utils",
+                                  "torch.sagemaker.distributed.checkpoint.s3_filesystem"])
+def test_unimplemented_module_says_so(path: str) -> None:
     install()
     with pytest.raises(ImportError, match="not implemented by smdist-launcher"):
-        importlib.import_module("torch.sagemaker.nn.huggingface.llama_flashattn")
+        importlib.import_module(path)
 
 
 def test_ranker_coordinates() -> None:
