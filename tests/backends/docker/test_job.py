@@ -1,0 +1,49 @@
+"""The docker backend on a private engine with the image built from docker/Dockerfile: the mnist example on
+2 containers x 2 processes, no container or network left; without an engine, a clear refusal."""
+from __future__ import annotations
+
+import tarfile
+
+import pytest
+
+from smdist_launcher.backends.docker.image import EngineUnavailable
+from smdist_launcher.backends.local import records
+from smdist_launcher.backends.local.process_sweep import job_processes
+from smdist_launcher.estimators.base import estimator_from_job_file
+
+from .conftest import EXAMPLE
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]  # the first run builds the base image
+
+
+@pytest.mark.parametrize("launcher", ["torch_distributed", pytest.param("mpi", marks=pytest.mark.mpi)])
+def test_mnist_in_two_containers(use_engine, tiny_mnist, tmp_path, launcher, capsys):
+    from smdist_launcher.backends.docker import run_job
+
+    est = estimator_from_job_file(str(EXAMPLE / f"job_{launcher}.yaml"))
+    plan = est.plan({"training": f"file://{tiny_mnist}/train", "test": f"file://{tiny_mnist}/test"},
+                    job_name=f"docker-{launcher.replace('_', '-')}")
+    job = run_job(plan, estimator=est, jobs_root=tmp_path)
+    out = capsys.readouterr().out
+    assert job.record.status == records.COMPLETED and job.record.backend == "docker"
+    assert "[algo-1 r0] training on 256 images, world size 4" in out and "test accuracy" in out
+    with tarfile.open(job.job_dir / "output" / "model.tar.gz") as tar:
+        assert tar.getnames() == ["model.pth"]
+    # each host ran its own part and ended well
+    assert (job.job_dir / "hosts" / "algo-2" / "opt" / "ml" / "output" / "success").exists()
+    if launcher == "mpi":  # the image's sshd on the worker container, mpirun over ssh
+        assert "MPI worker: sshd listening" in (job.job_dir / "logs" / "algo-2.log").read_text()
+    assert use_engine.containers() == []  # no container left
+    networks = use_engine.docker("network", "ls", "--format", "{{.Name}}").stdout.decode().split()
+    assert job.record.backend_info["network"] not in networks
+    assert job_processes(job.record.job_id) == []
+
+
+def test_no_engine_names_the_process_backend(tmp_path, monkeypatch):
+    from smdist_launcher.backends.docker import run_job
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nothing.sock")
+    est = estimator_from_job_file(str(EXAMPLE / "job_torch_distributed.yaml"))
+    with pytest.raises(EngineUnavailable, match="--backend process"):
+        run_job(est.plan(job_name="docker-none"), estimator=est, jobs_root=tmp_path)
+    assert not (tmp_path / "docker-none").exists()  # refused before anything was made
