@@ -32,6 +32,9 @@ def test_alias_bomb_is_refused_before_anything_is_built():
 def test_a_few_aliases_are_fine():
     data = safe_yaml.load("base: &b {lr: 0.1, epochs: 2}\nother: *b\nlist: [*b, *b]\n")
     assert data["other"] == data["list"][1] == {"lr": 0.1, "epochs": 2}
+    # merge keys: the mapping's own keys override the merged ones (not duplicates)
+    merged = safe_yaml.load("base: &b {lr: 0.1, epochs: 2}\nrun:\n  <<: *b\n  epochs: 5\n")
+    assert merged["run"] == {"lr": 0.1, "epochs": 5}
 
 
 def test_recursive_alias_is_refused():

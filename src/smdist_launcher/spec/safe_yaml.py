@@ -19,6 +19,7 @@ MAX_INT_DIGITS = 100                  # far beyond any count, size or seed
 
 _INT_TAG = "tag:yaml.org,2002:int"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class YamlLimitError(Exception):
@@ -54,6 +55,8 @@ def loader_class() -> Any:
     def construct_mapping(loader: Any, node: Any, deep: bool = False) -> Any:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG:
+                continue  # `<<: *base` merges keys that the mapping's own keys may override (not duplicates)
             key = loader.construct_object(key_node, deep=deep)
             if not isinstance(key, (str, int, float, bool)):
                 continue  # unhashable keys are reported by the schema
