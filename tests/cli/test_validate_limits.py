@@ -20,20 +20,33 @@ BASE = ("framework: pytorch\nentry_point: train.py\ninstance_type: local\nframew
         "py_version: py311\n")
 
 
+def _job(tmp_path: Path, extra: str) -> Path:
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    job = tmp_path / "job.yaml"
+    job.write_text(BASE + extra)
+    return job
+
+
+def test_validate_refuses_an_alias_bomb_at_once(tmp_path: Path) -> None:
+    job = _job(tmp_path, "instance_count: 1\n" + alias_bomb(9))  # 10**9 values from < 1 KB
+    # a subprocess: a bomb that got through would exhaust that process, not the test runner
+    done = subprocess.run([sys.executable, "-c", CLI, "validate", str(job)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert f"{job}: <root>: the document expands to more than 100,000 values" in done.stderr
+
+
 @pytest.mark.parametrize("extra, expected", [
-    ("instance_count: 1\n" + alias_bomb(9), "<root>: the document expands to more than 100,000 values"),
     ("instance_count: " + "9" * 5000 + "\n", "instance_count: an integer of 5000 digits"),
     ("instance_count: 1\nhyperparameters:\n  x: " + "[" * 5000 + "]" * 5000 + "\n", "hyperparameters.x[0][0]"),
     ("instance_count: !!int abc\n", "instance_count: 'abc' is not an integer"),
     ("instance_count: 1\nmax_run: !!float xyz\n", "max_run: 'xyz' is not a number"),
 ])
-def test_validate_reports_hostile_yaml_as_invalid_input(tmp_path: Path, extra: str, expected: str) -> None:
-    (tmp_path / "train.py").write_text("print('hi')\n")
-    job = tmp_path / "job.yaml"
-    job.write_text(BASE + extra)
-    # a subprocess: a bomb that got through would exhaust this process, not the test runner
-    done = subprocess.run([sys.executable, "-c", CLI, "validate", str(job)], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 2, done.stderr
-    assert f"{job}: {expected}" in done.stderr
-    assert "Traceback" not in done.stderr
+def test_validate_reports_broken_yaml_as_invalid_input(tmp_path: Path, extra: str, expected: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from smdist_launcher.cli.main import main
+
+    job = _job(tmp_path, extra)
+    assert main(["validate", str(job)]) == 2
+    err = capsys.readouterr().err
+    assert f"{job}: {expected}" in err and "Traceback" not in err
