@@ -51,8 +51,13 @@ def _remote_logs(args: argparse.Namespace, not_local: str) -> int:
     from ..errors import ValidationError
     from .job_lookup import sagemaker_job
 
+    from ..errors import AwsSetupError
+
     try:
         job = sagemaker_job(args.job, getattr(args, "region", None))
+    except AwsSetupError as exc:
+        problem(f"{not_local}; and SageMaker cannot be asked: {exc.errors[0]}")
+        return EXIT_INVALID
     except (ClientError, ValidationError):
         problem(not_local)
         return EXIT_INVALID

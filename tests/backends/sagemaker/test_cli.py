@@ -54,3 +54,18 @@ def test_status_of_a_job_submitted_elsewhere_and_of_none(job_file: Path, capsys:
     assert '"backend": "sagemaker"' in capsys.readouterr().out
     assert main(["status", "no-such-job-anywhere"]) == 2
     assert "no job named 'no-such-job-anywhere'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["status", "stop", "logs"])
+def test_no_credentials_is_one_line(command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # earlier tests' session caches their credentials
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in {"AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "AWS_CONFIG_FILE": str(tmp_path / "none"),
+                       "AWS_EC2_METADATA_DISABLED": "true", "AWS_DEFAULT_REGION": "us-east-1",
+                       "SMDIST_JOBS_DIR": str(tmp_path / "jobs")}.items():
+        monkeypatch.setenv(key, value)
+    assert main([command, "some-job"]) == 2
+    err = capsys.readouterr().err
+    assert "credentials: unable to locate credentials; set AWS_ACCESS_KEY_ID" in err and "Traceback" not in err

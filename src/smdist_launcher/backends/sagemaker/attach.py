@@ -13,10 +13,17 @@ from .request import LAUNCHER_ENV
 _SUBMIT = "sagemaker_submit_directory"
 
 
+def checked_clients(region: str | None) -> AwsClients:
+    """Clients of the region, with the credentials checked once (STS): a machine without usable credentials gets
+    AwsSetupError's one line instead of botocore's NoCredentialsError traceback on the first SageMaker call."""
+    clients = AwsClients(resolve_region(region))
+    clients.caller()
+    return clients
+
+
 def attach_job(job_name: str, region: str | None = None, emit: Callable[[str], None] = _say) -> TrainingJob:
     """The job, described once (a job name SageMaker does not know raises botocore's ClientError)."""
-    clients = AwsClients(resolve_region(region))
-    job = TrainingJob(clients, job_name, emit=emit)
+    job = TrainingJob(checked_clients(region), job_name, emit=emit)
     description = job.describe()
     job.submit_directory = _decoded(description.get("HyperParameters", {}).get(_SUBMIT))
     return job

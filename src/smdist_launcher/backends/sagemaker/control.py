@@ -9,7 +9,7 @@ from typing import Any
 
 from ..local.jobdir import JobDir
 from ..local.records import FINAL_STATUSES, JobRecord
-from .aws import AwsClients
+from .attach import checked_clients
 from .job import TrainingJob, _say
 
 BACKEND = "sagemaker"
@@ -37,7 +37,7 @@ def _apply(record: JobRecord, description: dict[str, Any]) -> None:
 
 
 def job_of(record: JobRecord, emit: Callable[[str], None] = _say) -> TrainingJob:
-    return TrainingJob(AwsClients(record.backend_info["region"]), record.job_name,
+    return TrainingJob(checked_clients(record.backend_info["region"]), record.job_name,
                        arn=record.backend_info.get("arn"), submit_directory=record.backend_info.get("submit_directory"),
                        emit=emit)
 
