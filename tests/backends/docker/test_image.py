@@ -42,3 +42,14 @@ def test_build_without_an_engine_names_the_process_backend(tmp_path, capsys, mon
     assert main(["image", "build", "--tag", "x:1"]) == 2
     err = capsys.readouterr().err
     assert "no Docker engine answers" in err and "--backend process" in err
+
+
+def test_container_env_keeps_the_job_and_drops_the_machine():
+    from smdist_launcher.backends.docker.job import container_env
+
+    machine = {"PATH": "/usr/bin", "HOME": "/root", "SHARED": "1", "LD_PRELOAD": ""}
+    env = {"PATH": "/venv/bin:/usr/bin", "HOME": "/root", "SHARED": "1", "SMDIST_JOB_ID": "j",
+           "SMDIST_CHECKPOINT_DIR": "/jobs/j/hosts/algo-1/opt/ml/checkpoints", "LD_PRELOAD": "/x/libloop.so",
+           "SMDIST_BIND_ADDRESS": "127.0.0.2", "TMPDIR": "/tmp/x"}
+    assert container_env(env, machine, "/jobs/j/hosts/algo-1/opt/ml", {"SHARED"}) == {
+        "SHARED": "1", "SMDIST_JOB_ID": "j", "SMDIST_CHECKPOINT_DIR": "/opt/ml/checkpoints"}

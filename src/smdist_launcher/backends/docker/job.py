@@ -46,11 +46,13 @@ def require_image(image: str) -> None:
                                 f"--tag {image}` (or set ${IMAGE_ENV}), or use --backend process")
 
 
-def container_env(env: dict[str, str], machine: dict[str, str], host_root: str) -> dict[str, str]:
-    """What the job sets for a host (not what this machine's environment already had), paths moved to /opt/ml."""
+def container_env(env: dict[str, str], machine: dict[str, str], host_root: str,
+                  job_keys: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
+    """What the job sets for a host (its plan's environment always; otherwise what this machine's environment did
+    not already have), paths inside the host's tree moved to /opt/ml."""
     out = {}
     for key, value in env.items():
-        if key in _MACHINE_ONLY_ENV or machine.get(key) == value:
+        if key in _MACHINE_ONLY_ENV or (key not in job_keys and machine.get(key) == value):
             continue
         out[key] = CONTAINER_ROOT + value[len(host_root):] if value.startswith(host_root) else value
     return out
@@ -91,7 +93,7 @@ class DockerJob(LocalJob):
             name = f"smdist-{self.job_id}-{h}"
             self.containers[h] = name
             root = str(hosts[h].root)
-            env = container_env(launch.env, self.environ, root)
+            env = container_env(launch.env, self.environ, root, {*self.plan.environment, *self.plan.host(h).env})
             gpus = self.record.hosts.get(h, {}).get("gpus") or []
             argv = [docker_cli(), "run", "--rm", "--name", name, "--hostname", h, "--network", self.network,
                     "--network-alias", h, "--label", f"{LABEL}={self.job_id}", "-v", f"{root}:{CONTAINER_ROOT}",
