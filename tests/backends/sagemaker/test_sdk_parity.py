@@ -29,6 +29,8 @@ INTENDED: dict[str, str] = {
     "DebugHookConfig": "Debugger hook not enabled unless asked (the SDK turns it on by default)",
     "ProfilerConfig": "profiler not configured unless asked (the SDK sends one by default)",
     "Environment.SMDIST_PLAN": "where the shipped launch plan lies in the container",
+    "HyperParameters.sagemaker_mpi_num_of_processes_per_host": "written whenever the plan's count is not the "
+                                                               "instance default, so the container starts exactly it",
 }
 # example → fields that differ there only, and why
 INTENDED_PER_EXAMPLE: dict[str, dict[str, str]] = {
@@ -49,6 +51,8 @@ def _flat(request: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         if isinstance(value, dict) and value and key not in ("Environment", "HyperParameters") or \
                 key in ("Environment", "HyperParameters") and isinstance(value, dict):
             out.update(_flat(value, path + "."))
+        elif path == "InputDataConfig":  # ours in channel-name order (stable pins), the SDK's in the caller's order
+            out.update(_flat({c["ChannelName"]: c for c in value}, path + "."))
         elif path == "HyperParameters.mp_parameters":
             out[path] = json.loads(value)  # JSON text: key order is not meaning (ours is sorted)
         else:
@@ -117,3 +121,59 @@ def test_intended_differences_are_documented() -> None:
     doc = (Path(__file__).resolve().parents[3] / "docs" / "sagemaker.md").read_text(encoding="utf-8")
     keys = [*INTENDED, *(k for d in INTENDED_PER_EXAMPLE.values() for k in d), "torch_distributed"]
     assert all(f"`{k}`" in doc for k in keys), [k for k in keys if f"`{k}`" not in doc]
+
+
+# Jobs beyond the examples, each exercising a fidelity finding; the SDK's own objects are handed to both estimators.
+def _cases(sagemaker: Any, code: str) -> dict[str, tuple[str, dict[str, Any], Any]]:
+    from sagemaker.debugger import TensorBoardOutputConfig
+    from sagemaker.inputs import TrainingInput
+
+    common = dict(entry_point="train.py", source_dir=code, role="arn:aws:iam::111122223333:role/service-role/R")
+    return {
+        "sdk_objects_and_log_level": ("pytorch", {
+            **common, "instance_type": "ml.p4d.24xlarge", "instance_count": 2, "framework_version": "2.3.0",
+            "py_version": "py311", "container_log_level": 10, "output_path": f"s3://{BUCKET}/runs",
+            "distribution": {"torch_distributed": {"enabled": True}},
+            "tensorboard_output_config": TensorBoardOutputConfig(f"s3://{BUCKET}/tb", "/opt/ml/output/tensorboard")},
+            {"train": TrainingInput(f"s3://{BUCKET}/data/train", distribution="ShardedByS3Key", input_mode="FastFile"),
+             "test": f"s3://{BUCKET}/data/test"}),
+        "huggingface_gpu_tag": ("huggingface", {
+            **common, "instance_type": "ml.g5.12xlarge", "instance_count": 1, "transformers_version": "4.36",
+            "pytorch_version": "2.1", "py_version": "py310"}, f"s3://{BUCKET}/data/train"),
+        "trainium_neuron_image": ("pytorch", {
+            **common, "instance_type": "ml.trn1.32xlarge", "instance_count": 2, "framework_version": "1.11.0",
+            "py_version": "py38", "distribution": {"torch_distributed": {"enabled": True}}}, None),
+    }
+
+
+CASES = ("sdk_objects_and_log_level", "huggingface_gpu_tag", "trainium_neuron_image")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_more_jobs_match_the_sdk(sdk: Any, case: str, tmp_path: Path) -> None:
+    import boto3
+    from sagemaker.huggingface import HuggingFace as SdkHuggingFace
+    from sagemaker.pytorch import PyTorch as SdkPyTorch
+
+    from smdist_launcher import HuggingFace, PyTorch
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    s3 = boto3.client("s3", region_name=REGION)
+    if BUCKET not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:  # output_path's bucket must exist
+        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+    framework, kwargs, inputs = _cases(sdk, str(tmp_path))[case]
+    session = sdk.Session(boto_session=boto3.Session(region_name=REGION), default_bucket=BUCKET)
+    seen: dict[str, Any] = {}
+    session.sagemaker_client.meta.events.register(
+        "provide-client-params.sagemaker.CreateTrainingJob",
+        lambda params, **_: seen.update(request=json.loads(json.dumps(params))))
+    theirs_cls, ours_cls = {"pytorch": (SdkPyTorch, PyTorch), "huggingface": (SdkHuggingFace, HuggingFace)}[framework]
+    theirs_cls(sagemaker_session=session, **kwargs).fit(inputs, job_name=case.replace("_", "-"), wait=False, logs=False)
+
+    ours_est = ours_cls(**kwargs)
+    plan = ours_est.plan(inputs, job_name=case.replace("_", "-"))
+    ours = build_request(plan, ours_est.spec, target_for(plan, ours_est.spec, region=REGION, account=MOTO_ACCOUNT))
+    theirs, ours_flat = _flat(seen["request"]), _flat(ours)
+    differences = {k: (theirs.get(k), ours_flat.get(k)) for k in sorted(set(theirs) | set(ours_flat))
+                   if theirs.get(k) != ours_flat.get(k) and not _intended(case, k)}
+    assert not differences, f"{case}: fields that differ from the SDK (SDK, ours): {differences}"
