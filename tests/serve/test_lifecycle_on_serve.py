@@ -45,6 +45,20 @@ def test_fit_wait_shows_transitions_and_host_logs_then_attach(est_kwargs: dict) 
     assert attached.model_data == job.model_data and attached.instance_count == 2
 
 
+def test_jobs_lists_sagemaker_jobs_submitted_elsewhere(est_kwargs: dict, clients: dict[str, Any],
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from .test_serve import _request, _wait
+
+    name = f"elsewhere-{time.monotonic_ns() % 10**10}"
+    bucket = f"b-{name}"
+    clients["s3"].create_bucket(Bucket=bucket)
+    clients["sagemaker"].create_training_job(**_request(bucket, name))  # not through smdist: no local record
+    _wait(clients["sagemaker"], name)
+    assert main(["jobs", "--sagemaker", "--region", "us-east-1"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(name))
+    assert "Failed" in line or "Completed" in line
+
+
 def test_stop_a_running_job_from_the_cli(est_kwargs: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pids = tmp_path / "pids"
     pids.mkdir()

@@ -15,6 +15,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                               description="List the local jobs recorded in the jobs folder.")
     p.add_argument("--jobs-dir", help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
     p.add_argument("--json", action="store_true", help="print the records as JSON lines")
+    p.add_argument("--sagemaker", action="store_true",
+                   help="also list the region's recent SageMaker training jobs (ListTrainingJobs), not only those "
+                        "submitted from here")
+    p.add_argument("--region", help="with --sagemaker: the AWS region (default: $AWS_REGION / the profile)")
     return p
 
 
@@ -32,6 +36,24 @@ def _refreshed(records: list) -> list:
         except Exception:  # noqa: BLE001 - a listing must not fail because one backend cannot be reached
             out.append(r)
     return out
+
+
+def _sagemaker_records(region: str | None, known: set[str]) -> list:
+    """Recent training jobs of the region (ListTrainingJobs) as records, those not already in the jobs folder."""
+    from ..backends.local.records import JobRecord
+    from ..backends.sagemaker.attach import checked_clients
+
+    clients = checked_clients(region)
+    out = []
+    for job in clients.sagemaker.list_training_jobs(MaxResults=50, SortBy="CreationTime")["TrainingJobSummaries"]:
+        if job["TrainingJobName"] in known:
+            continue
+        end = job.get("TrainingEndTime")
+        out.append(JobRecord(job_name=job["TrainingJobName"], job_id=job["TrainingJobName"], job_dir="",
+                             status=job["TrainingJobStatus"], phase="", created=job["CreationTime"].timestamp(),
+                             ended=end.timestamp() if end else None, backend="sagemaker",
+                             backend_info={"region": clients.region, "arn": job.get("TrainingJobArn")}))
+    return sorted(out, key=lambda r: r.created)
 
 
 def status_of(record) -> str:  # noqa: ANN001 - a JobRecord (import kept lazy)
@@ -65,6 +87,14 @@ def run(args: argparse.Namespace) -> int:
 
     root = jobs_root(args.jobs_dir)
     records = _refreshed(list_records(root))
+    if getattr(args, "sagemaker", False):
+        from ..errors import ValidationError
+        from .console import problem
+
+        try:
+            records += _sagemaker_records(args.region, {r.job_name for r in records})
+        except ValidationError as exc:  # no region / credentials: say so, still list the local jobs
+            problem(f"--sagemaker: {exc.errors[0]}")
     if args.json:
         for r in records:
             sys.stdout.write(json.dumps({**r.__dict__, "status": status_of(r), "plan": None}) + "\n")
