@@ -4,12 +4,10 @@ import json
 import os
 import shutil
 
-import torch.distributed as dist
 from sagemaker_training import environment
 
 env = environment.Environment()
-dist.init_process_group("gloo")
-rank = dist.get_rank()
+rank = int(os.environ["RANK"])  # torchrun's; no process group needed to read the job
 
 assert env.hosts == ["algo-1", "algo-2"], env.hosts
 assert env.current_host == os.environ["SM_CURRENT_HOST"], (env.current_host, os.environ["SM_CURRENT_HOST"])
@@ -34,4 +32,3 @@ with open(os.path.join(env.model_dir, f"env-{env.current_host}-rank{rank}.json")
                "channel_input_dirs": env.channel_input_dirs, "hyperparameters": env.hyperparameters,
                "num_gpus": env.num_gpus, "is_master": env.is_master}, f)
 print(f"rank {rank}: sagemaker_training sees host {env.current_host} of {env.hosts}", flush=True)
-dist.destroy_process_group()
