@@ -11,6 +11,7 @@ APT_PACKAGES=(
   openmpi-bin          # mpirun
   libopenmpi-dev       # mpicc, which mpi4py builds against
   gcc                  # builds the local jobs' loopback-bind preload library (backends/local/loopback_bind.c)
+  python3-dev          # Python.h: sagemaker-training (test extra) builds a small C extension from its sdist
   openssh-server       # sshd on each simulated host: the netns/docker backends' real multi-host MPI path
   docker.io            # the docker backend's engine (tests start a private dockerd in its own netns)
   debootstrap          # tests build a minimal Debian base image (no image registry is reachable)
