@@ -1,6 +1,7 @@
 """The mpirun command line the toolkit's master host runs (``mpi.MasterRunner`` and ``smdataparallel.SMDataParallelRunner``).
 
-Left out on purpose: the toolkit's ``-x LD_PRELOAD=<gethostname .so>`` hack (our runtime gives each host its real name)
+Left out on purpose: the toolkit's ``-x LD_PRELOAD=<gethostname .so>`` hack (a real host has its own name; a
+simulated one gets it from a UTS namespace: container/host_isolation.py)
 and ``smddpmprun`` (not shipped). Environment reaches ranks by name (``-x NAME``), never ``-x NAME=value`` for user
 values, so secrets stay out of argv; fixed toolkit settings keep their ``-x NAME=value`` form.
 SM_* variables reach remote ranks through the host environment (the runtime hands each host's environment to the
