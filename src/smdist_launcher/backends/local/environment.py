@@ -57,6 +57,11 @@ def host_environment(
     address = addresses.get(host, "127.0.0.1")
     if is_loopback(address):
         env.update(confinement_env(address, env))
+        if len(plan.hosts) == 1:
+            # A one-node torchrun (no --master_addr/--master_port in argv, as SageMaker runs it) rendezvouses on
+            # localhost:<random>, where nothing answers once its store is bound to this host's address. torchrun
+            # takes those flags' defaults from PET_*: the host's own address and the job's port.
+            env.update({"PET_MASTER_ADDR": address, "PET_MASTER_PORT": str(plan.master.port)})
     # Secret hyperparameters reach the host's runtime only here (hyperparameters.json on disk holds REDACTED).
     raw = hyperparameters_for(plan.model_dump(mode="json"))
     if secret_hyperparameters(raw):
