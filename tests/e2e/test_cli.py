@@ -1,7 +1,6 @@
 """`smdist run` on the mnist example (tiny data) for each launcher, then `smdist jobs` and `smdist logs`."""
 from __future__ import annotations
 
-import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -13,12 +12,6 @@ from smdist_launcher.cli.main import main
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mnist"
 
 
-@pytest.fixture(scope="module")
-def tiny_mnist(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("mnist")
-    subprocess.run([sys.executable, str(EXAMPLE / "make_data.py"), str(out), "--train", "256", "--test", "64"],
-                   check=True, capture_output=True)
-    return out
 
 
 @pytest.mark.parametrize("launcher", ["torch_distributed", pytest.param("pytorchddp", marks=pytest.mark.mpi),

@@ -3,8 +3,6 @@ docker/Dockerfile on it. Each step's duration is printed (pytest -s) so the cost
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -62,9 +60,3 @@ def use_engine(docker_engine, smdist_image, monkeypatch):
     return docker_engine
 
 
-@pytest.fixture(scope="module")
-def tiny_mnist(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("mnist")
-    subprocess.run([sys.executable, str(EXAMPLE / "make_data.py"), str(out), "--train", "256", "--test", "64"],
-                   check=True, capture_output=True, timeout=120)
-    return out

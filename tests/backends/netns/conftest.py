@@ -1,8 +1,6 @@
 """The netns backend needs root, iproute2, nsenter and openssh-server (scripts/bootstrap.sh installs the last)."""
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,9 +18,3 @@ def netns_ready() -> None:
         pytest.skip(str(e))
 
 
-@pytest.fixture(scope="module")
-def tiny_mnist(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("mnist")
-    subprocess.run([sys.executable, str(EXAMPLE / "make_data.py"), str(out), "--train", "256", "--test", "64"],
-                   check=True, capture_output=True, timeout=120)
-    return out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-import sys
 import tarfile
 import time
 from pathlib import Path
@@ -21,12 +20,6 @@ pytestmark = pytest.mark.slow
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mnist"
 
 
-@pytest.fixture(scope="module")
-def tiny_mnist(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("mnist")
-    subprocess.run([sys.executable, str(EXAMPLE / "make_data.py"), str(out), "--train", "256", "--test", "64"],
-                   check=True, capture_output=True, timeout=120)
-    return out
 
 
 def _mnist_plan(launcher: str, data: Path, name: str):
