@@ -8,21 +8,40 @@ import ctypes
 import os
 import signal
 import time
+from typing import Callable
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 
 
-def _term_with_parent() -> None:
-    """preexec_fn: SIGTERM when the runtime dies, even by SIGKILL. mpirun then stops the ranks it started itself
-    (the master host's own ranks: where gethostname() is the host's name, mpirun runs them without an orted)."""
+def _resolve_prctl():  # noqa: ANN202 - a ctypes function or None
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass
+        return None
 
 
-TERM_WITH_PARENT = _term_with_parent if hasattr(os, "fork") else None
+_PRCTL = _resolve_prctl()  # resolved here: no dlopen between fork and exec in a multithreaded runtime
+
+
+def with_parent(sig: int) -> Callable[[], None] | None:
+    """preexec_fn: `sig` when the parent dies, even by SIGKILL (None where there is no prctl).
+
+    The parent is the THREAD that forked: when a multithreaded parent dies, Linux sends `sig` again each time the
+    child is handed to another of its dying threads. A child that must hear it once gets a one-thread parent
+    (container/mpirun_parent.py)."""
+    if _PRCTL is None or not hasattr(os, "fork"):
+        return None
+    prctl, signum = _PRCTL, int(sig)
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
+
+    return preexec
+
+
+TERM_WITH_PARENT = with_parent(signal.SIGTERM)
+KILL_WITH_PARENT = with_parent(signal.SIGKILL)
 
 
 def become_subreaper() -> bool:
