@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from smdist_launcher.container import mpirun_parent
-from smdist_launcher.container.process_tree import KILL_WITH_PARENT
+from smdist_launcher.container.process_tree import TERM_WITH_PARENT
 
-pytestmark = pytest.mark.skipif(KILL_WITH_PARENT is None, reason="needs Linux prctl(PR_SET_PDEATHSIG)")
+pytestmark = pytest.mark.skipif(TERM_WITH_PARENT is None, reason="needs Linux prctl(PR_SET_PDEATHSIG)")
 
 
 @pytest.mark.parametrize("script, code", [("exit 0", 0), ("exit 3", 3), ("kill -TERM $$", -signal.SIGTERM)])
@@ -49,12 +49,12 @@ open(sys.argv[1], "w").write(str(len(got)))
 PARENT = """
 import subprocess, sys, threading, time
 from smdist_launcher.container import mpirun_parent
-from smdist_launcher.container.process_tree import KILL_WITH_PARENT
+from smdist_launcher.container.process_tree import TERM_WITH_PARENT
 for _ in range(4):
     threading.Thread(target=time.sleep, args=(300,), daemon=True).start()
 def start():
     argv = [sys.executable, "-c", sys.argv[1], sys.argv[2]]
-    proc = subprocess.Popen(mpirun_parent.command(argv), preexec_fn=KILL_WITH_PARENT, start_new_session=True,
+    proc = subprocess.Popen(mpirun_parent.command(argv), preexec_fn=TERM_WITH_PARENT, start_new_session=True,
                             stdout=subprocess.PIPE)
     sys.stdout.write(proc.stdout.readline().decode())
 starter = threading.Thread(target=start)

@@ -28,8 +28,8 @@ def with_parent(sig: int) -> Callable[[], None] | None:
     """preexec_fn: `sig` when the parent dies, even by SIGKILL (None where there is no prctl).
 
     The parent is the THREAD that forked: when a multithreaded parent dies, Linux sends `sig` again each time the
-    child is handed to another of its dying threads. A child that must hear it once gets a one-thread parent
-    (container/mpirun_parent.py)."""
+    child is handed to another of its dying threads (or to another subreaper). A child that must hear it once gets
+    a one-thread parent that passes one on (container/mpirun_parent.py)."""
     if _PRCTL is None or not hasattr(os, "fork"):
         return None
     prctl, signum = _PRCTL, int(sig)
@@ -41,7 +41,6 @@ def with_parent(sig: int) -> Callable[[], None] | None:
 
 
 TERM_WITH_PARENT = with_parent(signal.SIGTERM)
-KILL_WITH_PARENT = with_parent(signal.SIGKILL)
 
 
 def become_subreaper() -> bool:

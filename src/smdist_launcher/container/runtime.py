@@ -29,7 +29,7 @@ from .host_isolation import HostIsolation, isolate_host, needed as isolation_nee
 from .log_lines import FixedRankLines, LineSplitter, MpiTagLines, TorchrunLines
 from .multihost import MASTER_DONE_WAIT_S, HostUnreachable, MasterSsh, job_key, master_verdict, ssh_port, worker_hosts
 from . import mpirun_parent
-from .process_tree import KILL_WITH_PARENT, TERM_WITH_PARENT, become_subreaper, is_alive, terminate_descendants
+from .process_tree import TERM_WITH_PARENT, become_subreaper, is_alive, terminate_descendants
 from .ps_sidecar import ParameterServerSidecar, stop_process
 from .rsh_agent import DEFAULT_WAIT_S, LOCAL_HOSTS_ENV, WAIT_ENV
 from .rsh_server import RshServer
@@ -195,12 +195,11 @@ class HostRuntime:
         with self._worker_lock:
             mpirun = is_mpirun(argv)
             # mpirun outlives a kill of the runtime's group just long enough to stop the ranks it started itself (the
-            # host's own ones run without an orted: host_isolation.py), under a one-thread parent that dies with us:
-            # it must get exactly one SIGTERM (container/mpirun_parent.py says why)
+            # host's own ones run without an orted: host_isolation.py), under a one-thread parent that passes it one
+            # SIGTERM: a second makes mpirun exit without stopping them (container/mpirun_parent.py says why)
             proc = subprocess.Popen(mpirun_parent.command(argv) if mpirun else argv, env=env,
                                     cwd=str(self.paths.code_dir), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=mpirun,
-                                    preexec_fn=KILL_WITH_PARENT if mpirun else TERM_WITH_PARENT)
+                                    stderr=subprocess.STDOUT, preexec_fn=TERM_WITH_PARENT, start_new_session=mpirun)
             self._worker = proc
             if self._abort_worker:
                 proc.terminate()
