@@ -16,7 +16,8 @@ from .conftest import EXAMPLE
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]  # the first run builds the base image
 
 
-@pytest.mark.parametrize("launcher", ["torch_distributed", pytest.param("mpi", marks=pytest.mark.mpi)])
+@pytest.mark.parametrize("launcher", ["torch_distributed", pytest.param("mpi", marks=pytest.mark.mpi),
+                                      pytest.param("pytorchddp", marks=pytest.mark.mpi)])
 def test_mnist_in_two_containers(use_engine, tiny_mnist, tmp_path, launcher, capsys):
     from smdist_launcher.backends.docker import run_job
 
@@ -31,7 +32,7 @@ def test_mnist_in_two_containers(use_engine, tiny_mnist, tmp_path, launcher, cap
         assert tar.getnames() == ["model.pth"]
     # each host ran its own part and ended well
     assert (job.job_dir / "hosts" / "algo-2" / "opt" / "ml" / "output" / "success").exists()
-    if launcher == "mpi":  # the image's sshd on the worker container, mpirun over ssh
+    if launcher != "torch_distributed":  # the image's sshd on the worker container, mpirun over ssh
         assert "MPI worker: sshd listening" in (job.job_dir / "logs" / "algo-2.log").read_text()
     assert use_engine.containers() == []  # no container left
     networks = use_engine.docker("network", "ls", "--format", "{{.Name}}").stdout.decode().split()
