@@ -82,7 +82,10 @@ def test_plan_inputs_are_validated(kwargs: dict[str, Any]) -> None:
     ("sagemaker", {}, "s3://bucket/train", "s3://bucket/job/output/model.tar.gz"),
 ])
 def test_fit_runs_the_plan_through_its_backend(kwargs: dict[str, Any], monkeypatch: pytest.MonkeyPatch, backend: str,
-                                               changes: dict[str, Any], inputs: str, model_data: str) -> None:
+                                               changes: dict[str, Any], inputs: str, model_data: str,
+                                               tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()  # local fit() checks that a relative data folder exists (here, not the checkout's)
     module = importlib.import_module(f"smdist_launcher.backends.{backend}")
     seen: dict[str, Any] = {}
 
