@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 JOB_ID_ENV = "SMDIST_JOB_ID"
@@ -31,9 +32,14 @@ def job_processes(job_id: str, proc: Path = Path("/proc")) -> list[int]:
 
 def kill_job_processes(job_id: str, attempts: int = 20, pause: float = 0.05) -> list[int]:
     """SIGKILL every process carrying the marker until none is left; returns the pids killed."""
+    return kill_until_gone(lambda: job_processes(job_id), attempts, pause)
+
+
+def kill_until_gone(find: Callable[[], list[int]], attempts: int = 20, pause: float = 0.05) -> list[int]:
+    """SIGKILL whatever `find()` returns until it returns nothing (or `attempts` runs out); returns the pids killed."""
     killed: list[int] = []
     for _ in range(attempts):
-        pids = job_processes(job_id)
+        pids = find()
         if not pids:
             break
         for pid in pids:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import random
 import re
-import signal
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..local.process_sweep import kill_until_gone
 
 PREFIX = "smdist-nn"
 NETNS_DIR = Path("/run/netns")
@@ -55,19 +55,7 @@ def processes_in(name: str) -> list[int]:
 
 def kill_processes_in(names: list[str], attempts: int = 40, pause: float = 0.05) -> list[int]:
     """SIGKILL, by pid, everything still running inside our namespaces; returns the pids."""
-    killed: list[int] = []
-    for _ in range(attempts):
-        pids = [p for n in names for p in processes_in(n) if p != os.getpid()]
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            except ProcessLookupError:
-                pass
-        time.sleep(pause)
-    return killed
+    return kill_until_gone(lambda: [p for n in names for p in processes_in(n) if p != os.getpid()], attempts, pause)
 
 
 def _delete(names: list[str]) -> None:
