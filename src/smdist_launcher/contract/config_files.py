@@ -15,13 +15,17 @@ def resource_config_for(plan: dict[str, Any], host: str) -> dict[str, Any]:
     names = [h["name"] for h in plan["hosts"]]
     if host not in names:
         raise KeyError(f"host {host!r} is not in the plan (hosts: {', '.join(names)})")
+    groups = [{"hosts": list(g["hosts"]), "instance_group_name": g["name"], "instance_type": g["instance_type"]}
+              for g in plan.get("instance_groups") or []]
+    if not groups:
+        groups = [{"hosts": names, "instance_group_name": DEFAULT_GROUP, "instance_type": plan["instance_type"]}]
+    current = next((g for g in groups if host in g["hosts"]), groups[0])
     return {
-        "current_group_name": DEFAULT_GROUP,
+        "current_group_name": current["instance_group_name"],
         "current_host": host,
-        "current_instance_type": plan["instance_type"],
+        "current_instance_type": current["instance_type"],
         "hosts": sorted(names),
-        "instance_groups": [{"hosts": names, "instance_group_name": DEFAULT_GROUP,
-                             "instance_type": plan["instance_type"]}],
+        "instance_groups": groups,
         "network_interface_name": plan.get("network_interface") or "eth0",
     }
 

@@ -7,6 +7,9 @@ Differences from the SDK, on purpose:
   so the container would start exactly the processes the plan shows.
 - ``pytorchddp`` keeps its own flag (``sagemaker_pytorch_ddp_enabled``) instead of being rewritten to smdistributed.
 - ``sagemaker_submit_directory`` is the source_dir as given (a local folder or an s3:// URI), since planning uploads nothing.
+- ``sagemaker_distribution_instance_groups`` is written for every strategy of a job given by instance_groups (the SDK
+  leaves it out next to torch_distributed, and the container could not tell which group runs torchrun), and
+  ``sagemaker_instance_type`` is the distribution group's type (the SDK sends null when there are instance groups).
 """
 from __future__ import annotations
 
@@ -62,6 +65,9 @@ def _distribution(job: ResolvedJob) -> dict[str, Any]:
         params["sagemaker_parameter_server_enabled"] = True
     if s == "multi_worker_mirrored_strategy":
         params["sagemaker_multi_worker_mirrored_strategy_enabled"] = True
+    groups = [g.name for g in job.instance_groups if g.distribution]
+    if groups:
+        params["sagemaker_distribution_instance_groups"] = groups
     return params
 
 

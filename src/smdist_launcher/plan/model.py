@@ -16,7 +16,7 @@ from ..contract.secrets import REDACTED, is_secret_key, redact_plan
 Launcher = Literal["python", "torchrun", "mpirun", "parameter_server"]
 HostRole = Literal["node", "mpi_master", "mpi_worker", "ps"]
 
-__all__ = ["Channel", "HostPlan", "LaunchPlan", "Master", "REDACTED", "is_secret_key"]
+__all__ = ["Channel", "HostPlan", "InstanceGroupPlan", "LaunchPlan", "Master", "REDACTED", "is_secret_key"]
 
 
 class _Model(BaseModel):
@@ -40,6 +40,15 @@ class HostPlan(_Model):
     env: dict[str, str] = Field(default_factory=dict)
 
 
+class InstanceGroupPlan(_Model):
+    """A group of a job given by instance_groups (what resourceconfig.json lists under instance_groups)."""
+
+    name: str
+    instance_type: str
+    hosts: list[str]
+    distribution: bool = False   # its hosts run the distribution's ranks; the others run the script once, alone
+
+
 class Channel(_Model):
     uri: str
     input_mode: Literal["File", "Pipe", "FastFile"] = "File"
@@ -61,6 +70,8 @@ class LaunchPlan(_Model):
     master: Master
     entry_point: str
     source_dir: str | None = None
+    # Only for jobs given by instance_groups (absent from the rendering otherwise, so older pinned plans still match).
+    instance_groups: list[InstanceGroupPlan] | None = None
     hosts: list[HostPlan]
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     # What /opt/ml/input/config/hyperparameters.json holds: every value JSON-encoded (SageMaker's encoding).
@@ -83,9 +94,16 @@ class LaunchPlan(_Model):
     def host_names(self) -> list[str]:
         return [h.name for h in self.hosts]
 
+    @property
+    def instance_types(self) -> list[str]:
+        """Every instance type of the job (one, unless it has several instance groups)."""
+        return list(dict.fromkeys(g.instance_type for g in self.instance_groups)) if self.instance_groups else [self.instance_type]
+
     # ---- rendering ----------------------------------------------------
     def to_dict(self, *, reveal_secrets: bool = False) -> dict[str, Any]:
         data = self.model_dump(mode="json")
+        if data.get("instance_groups") is None:
+            data.pop("instance_groups", None)
         if not reveal_secrets:
             data = _redact(data)
         return _sort_dicts(data)
@@ -134,7 +152,7 @@ def _sort_dicts(data: dict[str, Any]) -> dict[str, Any]:
     """Plan and host fields keep declaration order (readable diffs); free-form maps are sorted."""
     out: dict[str, Any] = {}
     for k, v in data.items():
-        if k == "hosts":
+        if k in ("hosts", "instance_groups"):
             out[k] = [{hk: _sorted(hv) for hk, hv in h.items()} for h in v]
         else:
             out[k] = _sorted(v)

@@ -14,6 +14,10 @@ parameter_server                parameter_server    every host ``ps`` (parameter
 multi_worker_mirrored_strategy  python              every host ``node`` with TF_CONFIG, 1 process
 ==============================  ==================  ==========================================================
 
+Heterogeneous clusters (several instance groups): the strategy's hosts are those of the distribution's group, whose
+first host is the master; every host of the other groups is a ``node`` that runs ``python train.py <args>`` once,
+on its own, with no rank (the toolkit's Process runner outside ``distribution_instance_groups``).
+
 SMP parameters travel as the ``mp_parameters`` hyperparameter (as the SDK sends them, so scripts also get
 ``--mp_parameters k=v,...``); for SMP v2 the host environment also carries them as ``SM_HP_MP_PARAMETERS`` (JSON),
 which the smp runtime reads.
@@ -27,12 +31,12 @@ from ..errors import ErrorItem, ValidationError
 from ..spec.resolved import ResolvedJob
 from .framework_hyperparameters import framework_hyperparameters, tensorflow_model_dir
 from .hyperparameters import env_value, json_encode, script_hyperparameters, to_cmd_args
-from .model import Channel, HostPlan, Launcher, LaunchPlan, Master
+from .model import Channel, HostPlan, InstanceGroupPlan, Launcher, LaunchPlan, Master
 from .mpirun import mpi_argv, smddp_argv
 from .network_env import master_env, torchrun_network_env
 from .program import is_python_program, program_argv
 from .tf_config import mwms_cluster_json, mwms_tf_config, ps_cluster_json, ps_server_tf_config, ps_worker_tf_config
-from .topology import host_names, host_ranks
+from .topology import group_hosts, host_names, host_ranks
 from .torchrun import torchrun_argvs
 
 MP_PARAMETERS = "mp_parameters"
@@ -41,7 +45,7 @@ PS_SERVER_TF_CONFIG_ENV = "SMDIST_PS_TF_CONFIG"  # the parameter-server process'
 SMP_STRATEGIES = frozenset({"smp_v1", "smp_v2"})
 # ResolvedJob fields the plan shows unchanged.
 _COPIED_FIELDS = frozenset({
-    "job_name", "framework", "strategy", "instance_type", "instance_count", "processes_per_host", "network_interface",
+    "job_name", "framework", "strategy", "instance_type", "processes_per_host", "network_interface",
     "entry_point", "source_dir", "max_run", "output_path", "checkpoint_s3_uri", "checkpoint_local_path",
 })
 
@@ -51,7 +55,10 @@ class _Layout:
 
     def __init__(self, job: ResolvedJob, script_hps: dict[str, Any]) -> None:
         self.job = job
-        self.hosts = host_names(job.instance_count)
+        self.groups = group_hosts(job.instance_groups)
+        self.all_hosts = [h for _, hosts in self.groups for h in hosts] or host_names(job.instance_count)
+        ranked = [h for group, hosts in self.groups if group.distribution for h in hosts]
+        self.hosts = ranked or self.all_hosts   # the strategy's hosts
         self.master = self.hosts[0]
         self.args = to_cmd_args(script_hps)
         self.base_env = {} if job.framework == "tensorflow" else master_env(self.master, job.master_port)
@@ -154,16 +161,34 @@ def _all_hyperparameters(job: ResolvedJob) -> tuple[dict[str, Any], dict[str, st
     return script_hyperparameters(everything), json_encode(everything)
 
 
+def _with_other_groups(lay: _Layout, ranked: list[HostPlan]) -> list[HostPlan]:
+    """Every host in name order: the strategy's, then the other groups' hosts running the script alone."""
+    by_name = {h.name: h for h in ranked}
+    argv = lay.program()
+    return [by_name.get(name) or _host(name, "node", 1, [], argv, lay.base_env) for name in lay.all_hosts]
+
+
+def _group_plans(lay: _Layout) -> list[InstanceGroupPlan] | None:
+    if not lay.groups:
+        return None
+    return [InstanceGroupPlan(name=g.name, instance_type=g.instance_type, hosts=hosts, distribution=g.distribution)
+            for g, hosts in lay.groups]
+
+
 def build_plan(job: ResolvedJob, channels: dict[str, Channel] | None = None) -> LaunchPlan:
-    """The launch plan for ``job``: hosts algo-1..N (master algo-1), per-host role, ranks, argv and environment."""
+    """The launch plan for ``job``: hosts algo-1..N (master: the first host of the distribution's group), per-host
+    role, ranks, argv and environment."""
     script_hps, sagemaker_hps = _all_hyperparameters(job)
     layout = _Layout(job, script_hps)
     launcher, hosts = _BUILDERS[job.strategy](layout)
+    hosts = _with_other_groups(layout, hosts)
     return LaunchPlan(
         **job.model_dump(include=_COPIED_FIELDS),
+        instance_count=len(hosts),
         launcher=launcher,
-        world_size=sum(h.processes for h in hosts),
+        world_size=sum(len(h.ranks) for h in hosts),
         master=Master(host=layout.master, port=job.master_port),
+        instance_groups=_group_plans(layout),
         hosts=hosts,
         hyperparameters=script_hps,
         sagemaker_hyperparameters=sagemaker_hps,

@@ -13,9 +13,9 @@ from .catalog import lookup
 from .error_items import item
 from .estimator_args import EstimatorArgs, HuggingFaceArgs, TensorFlowArgs
 from .job_file import JobFile
-from .resolved import ResolvedJob
+from .resolved import ResolvedInstanceGroup, ResolvedJob
 from .rules.arguments import job_name_problem
-from .rules.context import RuleContext
+from .rules.context import RuleContext, distribution_group
 
 MASTER_PORT = 7777
 
@@ -38,6 +38,15 @@ def _entry_point(args: EstimatorArgs) -> str:
     if args.source_dir:
         return posixpath.normpath(entry.replace("\\", "/"))
     return posixpath.basename(entry.replace("\\", "/"))  # SageMaker uploads the script alone: sagemaker_program = basename
+
+
+def _instance_groups(args: EstimatorArgs, strategy: str) -> list[ResolvedInstanceGroup]:
+    if not args.instance_groups or args.instance_type is not None:
+        return []
+    ranked = distribution_group(args) if strategy != "single" else None
+    return [ResolvedInstanceGroup(name=g.instance_group_name, instance_type=g.instance_type,
+                                  instance_count=g.instance_count, distribution=g is ranked)
+            for g in args.instance_groups]
 
 
 def resolve(spec: EstimatorArgs | JobFile, framework: str | None = None, *, job_name: str | None = None) -> ResolvedJob:
@@ -84,6 +93,7 @@ def resolve(spec: EstimatorArgs | JobFile, framework: str | None = None, *, job_
         instance_type=ctx.instance_type,
         instance_count=ctx.instance_count,
         instance=instance,
+        instance_groups=_instance_groups(args, launch.strategy),
         processes_per_host=launch.processes_per_host,
         strategy=launch.strategy,
         custom_mpi_options=launch.custom_mpi_options,

@@ -38,6 +38,16 @@ class InstanceInfo(BaseModel):
     local: bool = False
 
 
+class ResolvedInstanceGroup(BaseModel):
+    """One instance group of a job given by instance_groups."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    instance_type: str
+    instance_count: int
+    distribution: bool = False   # its hosts run the distribution's ranks; the other groups' hosts run the script alone
+
+
 class ResolvedJob(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -48,9 +58,10 @@ class ResolvedJob(BaseModel):
     job_name: str
     entry_point: str                      # path relative to source_dir (or basename)
     source_dir: str | None = None
-    instance_type: str
-    instance_count: int
+    instance_type: str                    # of the hosts the ranks run on (the distribution's group)
+    instance_count: int                   # hosts of that group
     instance: InstanceInfo
+    instance_groups: list[ResolvedInstanceGroup] = Field(default_factory=list)   # empty: instance_type × count
     processes_per_host: int
     strategy: Strategy
     custom_mpi_options: str = ""

@@ -26,9 +26,59 @@ def test_instance_groups(args: dict[str, Any]) -> None:
     assert problems("pytorch", {**args, "instance_groups": [group]}) == ["instance_groups"]
     del args["instance_type"], args["instance_count"]
     assert problems("pytorch", {**args, "instance_groups": [group]}) == []
-    assert problems("pytorch", {**args, "instance_groups": [group, {**group, "instance_group_name": "b"}]}) == ["instance_groups"]
     assert problems("pytorch", {**args, "instance_groups": [{**group, "instance_type": "ml.p4"}]}) == [
         "instance_groups[0].instance_type"]
+
+
+_DATA = {"instance_group_name": "data", "instance_type": "ml.c5.18xlarge", "instance_count": 1}
+_TRAIN = {"instance_group_name": "train", "instance_type": "ml.p4d.24xlarge", "instance_count": 2}
+
+
+@pytest.mark.parametrize("dist", [None, {"torch_distributed": {"enabled": True}, "instance_groups": ["train"]},
+                                  {"mpi": {"enabled": True}, "instance_groups": ["train"]},
+                                  {"smdistributed": {"dataparallel": {"enabled": True}}, "instance_groups": ["train"]},
+                                  {"torch_distributed": {"enabled": True}, "instance_groups": ["train"],
+                                   "smdistributed": {"modelparallel": {"enabled": True,
+                                                                       "parameters": {"hybrid_shard_degree": 16}}}}])
+def test_heterogeneous_cluster(args: dict[str, Any], dist: dict[str, Any] | None) -> None:
+    del args["instance_type"], args["instance_count"]
+    assert problems("pytorch", {**args, "instance_groups": [_DATA, _TRAIN], "distribution": dist}) == []
+
+
+def test_heterogeneous_cluster_rules(args: dict[str, Any]) -> None:
+    del args["instance_type"], args["instance_count"]
+    groups = {**args, "instance_groups": [_DATA, _TRAIN]}
+    # with several groups the distribution names its group (SageMaker: "Distribution should only contain one
+    # instance group name")
+    msg = messages("pytorch", {**groups, "distribution": {"torch_distributed": {"enabled": True}}})
+    assert list(msg) == ["distribution.instance_groups"] and "instance_groups: [train]" in msg["distribution.instance_groups"]
+    # the hardware rules read the distribution's group, not the first one
+    msg = messages("pytorch", {**groups, "distribution": {"smdistributed": {"dataparallel": {"enabled": True}},
+                                                          "instance_groups": ["data"]}})
+    assert list(msg) == ["distribution.smdistributed"] and "ml.c5.18xlarge has no GPUs" in msg["distribution.smdistributed"]
+    # SMP's arithmetic is against the distribution group's world (2 hosts x 8 GPUs), not every host
+    assert problems("pytorch", {**groups, "distribution": {
+        "torch_distributed": {"enabled": True}, "instance_groups": ["train"],
+        "smdistributed": {"modelparallel": {"enabled": True, "parameters": {"hybrid_shard_degree": 24}}}}}) == [
+        "distribution.smdistributed.modelparallel.parameters.hybrid_shard_degree"]
+    assert problems("pytorch", {**args, "instance_groups": [_DATA, {**_DATA, "instance_count": 2}]}) == [
+        "instance_groups[1].instance_group_name"]
+    assert problems("pytorch", {**args, "instance_groups": [_DATA, {**_TRAIN, "instance_type": "local"}]}) == [
+        "instance_groups"]
+    assert problems("pytorch", {**args, "instance_groups": [{**_DATA, "instance_type": "local"},
+                                                            {**_TRAIN, "instance_type": "local_gpu"}]}) == ["instance_groups"]
+    assert problems("pytorch", {**groups, "distribution": {"mpi": {"enabled": True}, "instance_groups": ["nope"]}}) == [
+        "distribution.instance_groups[0]"]
+    assert problems("pytorch", {**groups, "instance_groups": [_DATA, {**_TRAIN, "instance_type": "ml.p4"}]}) == [
+        "instance_groups[1].instance_type"]
+
+
+def test_heterogeneous_cluster_refuses_parameter_server(args: dict[str, Any]) -> None:
+    del args["instance_type"], args["instance_count"]
+    args.update(framework_version="2.14", py_version="py310", instance_groups=[_DATA, _TRAIN],
+                distribution={"parameter_server": {"enabled": True}, "instance_groups": ["train"]})
+    msg = messages("tensorflow", args)
+    assert list(msg) == ["distribution.parameter_server"] and "heterogeneous" in msg["distribution.parameter_server"]
 
 
 @pytest.mark.parametrize("dist", [{"mpi": {"enabled": True}}, {"pytorchddp": {"enabled": True}},

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..catalog import is_known, lookup
-from ..estimator_args import EstimatorArgs, base_framework
+from ..estimator_args import EstimatorArgs, InstanceGroup, base_framework
 from ..resolved import InstanceInfo
 from ..strategy import Launch, decide
 
@@ -56,9 +56,31 @@ class RuleContext:
         self.warnings.append(message)
 
 
+def distribution_group(args: EstimatorArgs) -> InstanceGroup | None:
+    """The instance group whose hosts run the distribution's ranks (SageMaker: the one group named in
+    distribution.instance_groups, or the only group); for several groups and none named, the first (a job
+    without distribution then runs its script on every host alike)."""
+    groups = args.instance_groups
+    if not groups or args.instance_type is not None:
+        return None
+    named = (args.distribution.instance_groups or []) if args.distribution is not None else []
+    for group in groups:
+        if named and group.instance_group_name == named[0]:
+            return group
+    return groups[0]
+
+
 def cluster_of(args: EstimatorArgs) -> tuple[str | None, int | None]:
-    """(instance_type, instance_count), from the arguments or their single instance group."""
-    if args.instance_groups and len(args.instance_groups) == 1 and args.instance_type is None:
-        group = args.instance_groups[0]
+    """(instance_type, instance_count) of the hosts the ranks run on: from the arguments, or from the distribution's
+    instance group (heterogeneous clusters)."""
+    group = distribution_group(args)
+    if group is not None:
         return group.instance_type, group.instance_count
     return args.instance_type, args.instance_count
+
+
+def host_count(args: EstimatorArgs) -> int | None:
+    """Every host of the job (all instance groups together)."""
+    if args.instance_groups and args.instance_type is None:
+        return sum(g.instance_count for g in args.instance_groups)
+    return args.instance_count

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from ...errors import ErrorItem
 from ..catalog import is_known, is_local, is_trainium, known_instance_types
 from ..error_items import did_you_mean, item
-from .context import RuleContext
+from .context import RuleContext, host_count
 
 STRATEGY_KEY = {
     "smddp": "distribution.smdistributed", "smp_v1": "distribution.smdistributed", "smp_v2": "distribution.smdistributed",
@@ -24,6 +24,11 @@ _NEEDS_GPU = {"smddp": "smdistributed.dataparallel", "pytorchddp": "pytorchddp",
               "smp_v2": "smdistributed.modelparallel"}
 
 
+# Strategies SageMaker runs on one group of a heterogeneous cluster (the SDK's _distribution_configuration accepts
+# instance groups only next to mpi or smdistributed, and PyTorch's next to torch_distributed).
+HETERO_STRATEGIES = frozenset({"single", "mpi", "smddp", "pytorchddp", "smp_v1", "torch_distributed", "smp_v2"})
+
+
 def _completeness(ctx: RuleContext) -> Iterator[ErrorItem]:
     args = ctx.args
     if args.instance_groups is not None:
@@ -33,10 +38,8 @@ def _completeness(ctx: RuleContext) -> Iterator[ErrorItem]:
         elif not args.instance_groups:
             yield item("instance_groups", "must define one instance group (instance_group_name, instance_type, "
                                           "instance_count), or use instance_type + instance_count instead", [])
-        elif len(args.instance_groups) != 1:
-            yield item("instance_groups", "heterogeneous clusters (more than one instance group) are not supported yet; "
-                                          "use one group or instance_type + instance_count",
-                       [g.instance_group_name for g in args.instance_groups])
+        else:
+            yield from _groups(ctx)
         return
     if args.instance_type is None and "instance_type" not in ctx.broken:
         yield item("instance_type", "is required, e.g. 'ml.p4d.24xlarge' (or 'local' / 'local_gpu' to run on this machine)")
@@ -44,13 +47,51 @@ def _completeness(ctx: RuleContext) -> Iterator[ErrorItem]:
         yield item("instance_count", "is required, e.g. 1")
 
 
-def _known(ctx: RuleContext) -> Iterator[ErrorItem]:
-    if ctx.instance_type is None or is_known(ctx.instance_type):
+def _groups(ctx: RuleContext) -> Iterator[ErrorItem]:
+    """A heterogeneous cluster: distinct names, one kind of machine (all local or all ml.*), and the distribution
+    on exactly one named group."""
+    groups = ctx.args.instance_groups or []
+    seen: set[str] = set()
+    for i, g in enumerate(groups):
+        if g.instance_group_name in seen:
+            yield item(f"instance_groups[{i}].instance_group_name", "is used by an earlier group; every instance group "
+                                                                    "needs its own name", g.instance_group_name)
+        seen.add(g.instance_group_name)
+    if len(groups) < 2:
         return
-    path = "instance_type" if ctx.args.instance_type else "instance_groups[0].instance_type"
-    hint = did_you_mean(ctx.instance_type, known_instance_types())
-    yield item(path, f"unknown instance type{hint} (ml.<family>.<size> such as ml.p4d.24xlarge, or local, local_cpu, "
-                     "local_gpu; new types go in smdist_launcher/spec/instances.json)", ctx.instance_type)
+    local = [is_local(g.instance_type) for g in groups]
+    if any(local) and not all(local):
+        yield item("instance_groups", "mixes local instance types with ml.* ones; local mode runs every group on this "
+                                      "machine: give every group a local type, or none",
+                   [g.instance_type for g in groups])
+    elif all(local) and len({g.instance_type for g in groups}) > 1:
+        yield item("instance_groups", "local mode runs every group with one local instance type; use the same one "
+                                      "(local or local_gpu) for every group", [g.instance_type for g in groups])
+    strategy = ctx.launch.strategy
+    if strategy is None or ctx.touches_broken("distribution"):
+        return
+    dist = ctx.args.distribution
+    if strategy not in HETERO_STRATEGIES:
+        yield item(STRATEGY_KEY.get(strategy, "distribution"), f"{strategy} cannot run on one group of a heterogeneous "
+                                                               "cluster (SageMaker runs only mpi, smdistributed, pytorchddp "
+                                                               "and torch_distributed there); use one instance group")
+    elif strategy != "single" and (dist is None or not dist.instance_groups):
+        yield item("distribution.instance_groups", "is required with several instance groups: name the one group the "
+                                                   f"distribution runs on, e.g. instance_groups: [{groups[-1].instance_group_name}] "
+                                                   "(the other groups run the script once per host, on their own)")
+
+
+def _known(ctx: RuleContext) -> Iterator[ErrorItem]:
+    if ctx.args.instance_type is not None or not ctx.args.instance_groups:
+        checked = [("instance_type", ctx.instance_type)]
+    else:
+        checked = [(f"instance_groups[{i}].instance_type", g.instance_type) for i, g in enumerate(ctx.args.instance_groups)]
+    for path, instance_type in checked:
+        if instance_type is None or is_known(instance_type):
+            continue
+        hint = did_you_mean(instance_type, known_instance_types())
+        yield item(path, f"unknown instance type{hint} (ml.<family>.<size> such as ml.p4d.24xlarge, or local, local_cpu, "
+                         "local_gpu; new types go in smdist_launcher/spec/instances.json)", instance_type)
 
 
 def _n(count: int) -> str:
@@ -59,12 +100,16 @@ def _n(count: int) -> str:
 
 
 def _count_path(ctx: RuleContext) -> str:
-    return "instance_count" if ctx.args.instance_count is not None else "instance_groups[0].instance_count"
+    if ctx.args.instance_count is not None or not ctx.args.instance_groups:
+        return "instance_count"
+    if len(ctx.args.instance_groups) > 1:
+        return "instance_groups"
+    return "instance_groups[0].instance_count"
 
 
 def _bounds(ctx: RuleContext) -> Iterator[ErrorItem]:
     """Upper bounds on the cluster: SageMaker's for ml.* types, this machine's for local ones."""
-    count, info = ctx.instance_count, ctx.instance
+    count, info = host_count(ctx.args), ctx.instance
     if count is None or ctx.touches_broken("instance_count", "instance_groups"):
         return
     if info is not None and info.local:
