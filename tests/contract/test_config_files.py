@@ -24,6 +24,20 @@ def test_resource_config_shape():
         "network_interface_name": "eth0"}
 
 
+def test_resource_config_of_instance_groups():
+    plan = {"instance_type": "ml.p4d.24xlarge", "network_interface": "eth0",
+            "hosts": [{"name": f"algo-{i}"} for i in (1, 2, 3)],
+            "instance_groups": [{"name": "data", "instance_type": "ml.c5.18xlarge", "hosts": ["algo-1"]},
+                                {"name": "train", "instance_type": "ml.p4d.24xlarge", "hosts": ["algo-2", "algo-3"]}]}
+    data, train = resource_config_for(plan, "algo-1"), resource_config_for(plan, "algo-3")
+    assert (data["current_group_name"], data["current_instance_type"]) == ("data", "ml.c5.18xlarge")
+    assert (train["current_group_name"], train["current_instance_type"]) == ("train", "ml.p4d.24xlarge")
+    assert train["instance_groups"] == [
+        {"hosts": ["algo-1"], "instance_group_name": "data", "instance_type": "ml.c5.18xlarge"},
+        {"hosts": ["algo-2", "algo-3"], "instance_group_name": "train", "instance_type": "ml.p4d.24xlarge"}]
+    assert train["hosts"] == ["algo-1", "algo-2", "algo-3"]
+
+
 def test_resource_config_unknown_host():
     with pytest.raises(KeyError, match="algo-9.*algo-1, algo-2"):
         resource_config_for(_plan(("algo-1", "algo-2")), "algo-9")

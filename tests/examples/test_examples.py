@@ -57,6 +57,12 @@ VARIANTS: dict[str, list[tuple[str, Any, list[str]]]] = {
         ("distribution.mpi", {"enabled": True}, ["distribution.parameter_server"]),
         ("framework_version", "2.x", ["framework_version"]),
     ],
+    "heterogeneous": [
+        ("distribution.instance_groups", REMOVE, ["distribution.instance_groups"]),
+        ("distribution.instance_groups", ["trian"], ["distribution.instance_groups[0]"]),
+        ("instance_groups", [{"instance_group_name": "data", "instance_type": "ml.c5.2xlarge", "instance_count": 1}] * 2,
+         ["instance_groups[1].instance_group_name", "distribution.instance_groups[0]"]),
+    ],
     "trn1": [
         ("distribution", {"mpi": {"enabled": True}}, ["distribution.mpi"]),
         ("instance_count", -1, ["instance_count"]),

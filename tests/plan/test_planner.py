@@ -223,3 +223,50 @@ def test_deterministic_and_fast_at_scale(make_job: Callable[..., ResolvedJob]) -
     first = build_plan(job)
     assert first.to_json() == build_plan(job).to_json()
     assert first.hosts[-1].name == "algo-1000" and first.hosts[-1].ranks[-1] == 7999 and first.world_size == 8000
+
+
+# ---- heterogeneous clusters ------------------------------------------------------------------------------------------
+def _hetero(make_job: Callable[..., ResolvedJob], strategy: str, **overrides: object) -> LaunchPlan:
+    from smdist_launcher.spec.resolved import ResolvedInstanceGroup
+
+    groups = [ResolvedInstanceGroup(name="data", instance_type="ml.c5.18xlarge", instance_count=1),
+              ResolvedInstanceGroup(name="train", instance_type="ml.p4d.24xlarge", instance_count=2,
+                                    distribution=strategy != "single")]
+    return build_plan(make_job(strategy=strategy, instance_groups=groups, **overrides))
+
+
+@pytest.mark.parametrize("strategy", ["torch_distributed", "mpi"])
+def test_heterogeneous_ranks_run_on_the_distribution_group(make_job: Callable[..., ResolvedJob], strategy: str) -> None:
+    plan = _hetero(make_job, strategy)
+    assert plan.master.host == "algo-2"   # the first host of the distribution group, as the toolkit picks it
+    assert plan.instance_count == 3 and plan.world_size == 16 and plan.instance_type == "ml.p4d.24xlarge"
+    assert [(g.name, g.hosts, g.distribution) for g in plan.instance_groups or []] == [
+        ("data", ["algo-1"], False), ("train", ["algo-2", "algo-3"], True)]
+    assert plan.instance_types == ["ml.c5.18xlarge", "ml.p4d.24xlarge"]
+    data = plan.host("algo-1")
+    assert (data.role, data.processes, data.ranks, data.argv) == ("node", 1, [], ["python", *PROGRAM])
+    assert data.env == {"MASTER_ADDR": "algo-2", "MASTER_PORT": "7777"}
+    assert plan.host("algo-3").ranks == list(range(8, 16))
+    if strategy == "torch_distributed":
+        assert plan.host("algo-3").argv[:11] == ["torchrun", "--nnodes", "2", "--nproc_per_node", "8", "--master_addr",
+                                                 "algo-2", "--master_port", "7777", "--node_rank", "1"]
+    else:
+        assert [h.role for h in plan.hosts] == ["node", "mpi_master", "mpi_worker"]
+        argv = plan.host("algo-2").argv
+        assert argv[argv.index("--host") + 1] == "algo-2:8,algo-3:8" and argv[argv.index("-np") + 1] == "16"
+    assert plan.sagemaker_hyperparameters["sagemaker_distribution_instance_groups"] == '["train"]'
+    rendered = plan.to_dict()
+    assert [g["name"] for g in rendered["instance_groups"]] == ["data", "train"]
+    assert LaunchPlan.from_json(plan.to_json()) == plan
+
+
+def test_heterogeneous_without_distribution_runs_the_script_on_every_host(make_job: Callable[..., ResolvedJob]) -> None:
+    plan = _hetero(make_job, "single", processes_per_host=1)
+    assert plan.master.host == "algo-1" and plan.world_size == 3
+    assert [(h.name, h.ranks, h.argv) for h in plan.hosts] == [(f"algo-{i + 1}", [i], ["python", *PROGRAM]) for i in range(3)]
+    assert "sagemaker_distribution_instance_groups" not in plan.sagemaker_hyperparameters
+
+
+def test_homogeneous_plan_renders_no_instance_groups(make_job: Callable[..., ResolvedJob]) -> None:
+    # pinned plans of jobs without instance_groups stay byte-identical
+    assert "instance_groups" not in build_plan(make_job()).to_dict()

@@ -84,3 +84,16 @@ def test_model_dir_twice_is_an_error(args: dict[str, Any]) -> None:
     assert [e.path for e in info.value.errors] == ["hyperparameters.model_dir"]
     # false omits the launcher's model_dir, so the script's own one is fine
     assert validate_args("tensorflow", {**tf, "model_dir": False}).model_dir is False
+
+
+def test_instance_groups_resolve_to_the_distribution_group(args: dict[str, Any]) -> None:
+    del args["instance_type"], args["instance_count"]
+    groups = [{"instance_group_name": "data", "instance_type": "ml.c5.18xlarge", "instance_count": 3},
+              {"instance_group_name": "train", "instance_type": "ml.p4d.24xlarge", "instance_count": 2}]
+    job = _resolved(**args, instance_groups=groups,
+                    distribution={"mpi": {"enabled": True}, "instance_groups": ["train"]})
+    assert (job.instance_type, job.instance_count, job.processes_per_host) == ("ml.p4d.24xlarge", 2, 8)
+    assert [(g.name, g.instance_count, g.distribution) for g in job.instance_groups] == [("data", 3, False), ("train", 2, True)]
+    plain = _resolved(**args, instance_groups=groups)   # no distribution: no group runs ranks of a world
+    assert plain.strategy == "single" and not any(g.distribution for g in plain.instance_groups)
+    assert _resolved(**args, instance_groups=groups[1:]).instance_groups[0].name == "train"

@@ -20,6 +20,11 @@ def run(args: argparse.Namespace) -> int:
         return loaded
     job = loaded.job
     world = job.instance_count * job.processes_per_host
-    show(f"{args.job_file}: ok: {job.framework} {job.strategy}, {job.instance_count} × {job.instance_type}, "
+    cluster = f"{job.instance_count} × {job.instance_type}"
+    if len(job.instance_groups) > 1:
+        # the distribution group is marked; the other groups run the script once per host
+        cluster = ", ".join(f"{g.name}: {g.instance_count} × {g.instance_type}" + (" (distribution)" if g.distribution else "")
+                            for g in job.instance_groups)
+    show(f"{args.job_file}: ok: {job.framework} {job.strategy}, {cluster}, "
          f"{job.processes_per_host} process(es) per host (world size {world})")
     return EXIT_OK

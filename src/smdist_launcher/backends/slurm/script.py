@@ -58,6 +58,16 @@ def sbatch_directives(plan: LaunchPlan, options: SlurmOptions) -> list[str]:
     return lines
 
 
+def _groups_note(plan: LaunchPlan) -> str:
+    """Heterogeneous clusters get one allocation, not a Slurm heterogeneous job: the node script picks each host's
+    group from the plan, so every node only needs the distribution group's resources."""
+    if not plan.instance_groups or len(plan.instance_groups) < 2:
+        return ""
+    groups = ", ".join(f"{g.name} ({'..'.join(dict.fromkeys((g.hosts[0], g.hosts[-1])))}"
+                       f"{', the distribution' if g.distribution else ''})" for g in plan.instance_groups)
+    return (f"# Instance groups: {groups}. One allocation: every node gets the resources of the distribution's group.\n")
+
+
 def sbatch_script(plan: LaunchPlan, options: SlurmOptions | None = None) -> str:
     options = options or SlurmOptions()
     directives = "\n".join(f"#SBATCH {d}" for d in sbatch_directives(plan, options))
@@ -69,7 +79,7 @@ def sbatch_script(plan: LaunchPlan, options: SlurmOptions | None = None) -> str:
     return f"""#!/bin/bash
 # Slurm batch script for smdist job {plan.job_name}: {plan.instance_count} host(s) x {plan.processes_per_host} \
 process(es), {plan.strategy} ({plan.launcher}). Generated from the launch plan by smdist-launcher.
-{directives}
+{_groups_note(plan)}{directives}
 #
 # `smdist run --backend slurm` submits it with SMDIST_JOB_DIR (the job folder on a path every node shares:
 # plan.json, each host's /opt/ml under hosts/<host>/opt/ml, logs) and SMDIST_PYTHON (the interpreter with
