@@ -55,3 +55,20 @@ def test_missing_input_folder_fails_validate_not_run(job_file: Path, capsys: pyt
     (folder / "data" / "test").mkdir()
     capsys.readouterr()
     assert main(["validate", str(job_file)]) == 0
+
+
+_GROUPS = """instance_groups:
+  - {instance_group_name: data, instance_type: local, instance_count: 1}
+  - {instance_group_name: train, instance_type: local, instance_count: 2}
+"""
+
+
+def test_instance_groups_are_shown_and_a_local_cluster_is_not_submitted(job_file: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    job_file.write_text(job_file.read_text().replace("instance_type: local\ninstance_count: 2\n", _GROUPS)
+                        .replace("    enabled: true\n", "    enabled: true\n  instance_groups: [train]\n"))
+    assert main(["validate", str(job_file)]) == 0
+    assert capsys.readouterr().out.startswith(f"{job_file}: ok: pytorch torch_distributed, data: 1 × local, "
+                                              "train: 2 × local (distribution), ")
+    assert main(["submit", str(job_file)]) == 2
+    assert "'local' runs on this machine; use `smdist run`" in capsys.readouterr().err

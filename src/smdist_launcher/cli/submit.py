@@ -32,13 +32,15 @@ def run(args: argparse.Namespace) -> int:
     from ..estimators import estimator_from_job_file
     from ..estimators.job_names import name_from_base
     from ..spec.catalog import is_local
+    from ..spec.rules.context import cluster_of
 
     try:
         est = estimator_from_job_file(args.job_file, overrides={"region": args.region} if args.region else None)
     except ValidationError as exc:
         return report_invalid(args.job_file, exc)
-    if is_local(est.spec.instance_type or ""):
-        problem(f"{args.job_file}: instance_type: {est.spec.instance_type!r} runs on this machine; use `smdist run`")
+    instance_type, _ = cluster_of(est.spec)   # instance groups: all local or none (spec rule)
+    if is_local(instance_type or ""):
+        problem(f"{args.job_file}: instance_type: {instance_type!r} runs on this machine; use `smdist run`")
         return EXIT_INVALID
     job_name = args.job_name or (est.job_file.job_name if est.job_file else None) or name_from_base(est.base_job_name)
     try:
