@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from smdist_launcher.backends.sagemaker.images import default_image_uri
+from smdist_launcher.backends.sagemaker.images import default_image_uri, image_instance_type
 from smdist_launcher.spec import validate_args
 from smdist_launcher.spec.catalog import lookup
 from smdist_launcher.spec.image_catalog import NoImage
@@ -74,3 +74,26 @@ def test_py_version_must_match_the_image() -> None:
 def test_generic_framework_has_no_default_image() -> None:
     generic = _args("framework", image_uri="my/image:1")
     assert default_image_uri(generic, "framework", lookup("ml.g5.xlarge"), "eu-west-1") is None
+
+
+def _groups(kwargs: dict, *types: str, **extra):
+    from smdist_launcher import PyTorch
+
+    cluster = {k: v for k, v in kwargs.items() if k not in ("instance_type", "instance_count", "distribution")}
+    groups = [{"instance_group_name": f"g{i}", "instance_type": t, "instance_count": 1} for i, t in enumerate(types)]
+    est = PyTorch(**{**cluster, "instance_groups": groups, **extra})
+    return est.plan("s3://data/train", job_name="j"), est.spec
+
+
+def test_instance_groups_image_follows_the_accelerators(kwargs: dict) -> None:
+    from smdist_launcher.backends.sagemaker.request import image_uri
+
+    # the SDK's rule: the first ml.g*/ml.p* group, wherever the distribution runs (here: nowhere)
+    assert image_instance_type(_groups(kwargs, "ml.c5.18xlarge", "ml.g5.12xlarge", "ml.p4d.24xlarge")[0]) == \
+        "ml.g5.12xlarge"
+    assert image_instance_type(_groups(kwargs, "ml.c5.18xlarge", "ml.m5.xlarge")[0]) == "ml.c5.18xlarge"
+    # Trainium: the Neuron image (the SDK would take the first group's CPU image)
+    plan, args = _groups({**kwargs, "framework_version": "1.11.0", "py_version": "py38"}, "ml.c5.18xlarge",
+                         "ml.trn1.32xlarge", distribution={"torch_distributed": {"enabled": True}, "instance_groups": ["g1"]})
+    assert image_instance_type(plan) == "ml.trn1.32xlarge"
+    assert "/pytorch-training-neuron:1.11.0-neuron-py38" in image_uri(plan, args, "us-west-2")

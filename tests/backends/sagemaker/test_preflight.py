@@ -38,6 +38,18 @@ def test_local_plans_belong_to_the_local_backend(kwargs: dict[str, Any]) -> None
     assert _paths(est.plan("file:///tmp", job_name="j"), est.spec) == ["instance_type"]
 
 
+def test_local_instance_groups_belong_to_the_local_backend(kwargs: dict[str, Any]) -> None:
+    cluster = {k: v for k, v in kwargs.items() if k not in ("instance_type", "instance_count")}
+    est = PyTorch(**{**cluster, "instance_groups": [
+        {"instance_group_name": "data", "instance_type": "local", "instance_count": 1},
+        {"instance_group_name": "train", "instance_type": "local", "instance_count": 2}],
+        "distribution": {"torch_distributed": {"enabled": True}, "instance_groups": ["train"]}})
+    plan = est.plan("file:///tmp", job_name="j")
+    assert _paths(plan, est.spec) == ["instance_groups"]
+    # every group's type counts, not only the distribution group's (plan.instance_type)
+    assert _paths(plan.model_copy(update={"instance_type": "ml.p4d.24xlarge"}), est.spec) == ["instance_groups"]
+
+
 def test_fit_fails_before_any_aws_call(kwargs: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     # an unreachable endpoint, and a guard that fails the test if any client were even created
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")

@@ -41,7 +41,8 @@ INTENDED_PER_EXAMPLE: dict[str, dict[str, str]] = {
     },
 }
 # examples the SDK refuses although SageMaker runs them
-SDK_REFUSES = {"torch_distributed": "is not supported by torch_distributed"}  # exact version strings ("2.3" ≠ "2.3.0")
+SDK_REFUSES = {"torch_distributed": "is not supported by torch_distributed",  # exact version strings ("2.3" ≠ "2.3.0")
+               "heterogeneous": "is not supported by torch_distributed"}  # (same; GROUP_CASES run it with "2.3.0")
 
 
 def _flat(request: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -85,6 +86,13 @@ def _sdk_request(sagemaker: Any, name: str) -> dict[str, Any]:
     data = yaml.safe_load((EXAMPLES / name / "job.yaml").read_text(encoding="utf-8"))
     framework = data.pop("framework")
     data["source_dir"] = str(EXAMPLES / name)
+    if data.get("instance_groups"):  # the SDK takes its own InstanceGroup objects, in distribution too
+        from sagemaker.instance_group import InstanceGroup
+
+        groups = {g["instance_group_name"]: InstanceGroup(**g) for g in data["instance_groups"]}
+        data["instance_groups"] = list(groups.values())
+        if "instance_groups" in data.get("distribution", {}):
+            data["distribution"]["instance_groups"] = [groups[n] for n in data["distribution"]["instance_groups"]]
     # the default bucket given: the SDK would ask STS at its public endpoint, which the moto server cannot stand in for
     session = sagemaker.Session(boto_session=boto3.Session(region_name=REGION), default_bucket=BUCKET)
     seen: dict[str, Any] = {}
@@ -119,7 +127,7 @@ def test_request_matches_the_sdk(sdk: Any, name: str) -> None:
 
 def test_intended_differences_are_documented() -> None:
     doc = (Path(__file__).resolve().parents[3] / "docs" / "sagemaker.md").read_text(encoding="utf-8")
-    keys = [*INTENDED, *(k for d in INTENDED_PER_EXAMPLE.values() for k in d), "torch_distributed"]
+    keys = [*INTENDED, *(k for d in INTENDED_PER_EXAMPLE.values() for k in d), "torch_distributed", *GROUP_INTENDED]
     assert all(f"`{k}`" in doc for k in keys), [k for k in keys if f"`{k}`" not in doc]
 
 
@@ -149,31 +157,141 @@ def _cases(sagemaker: Any, code: str) -> dict[str, tuple[str, dict[str, Any], An
 CASES = ("sdk_objects_and_log_level", "huggingface_gpu_tag", "trainium_neuron_image")
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_more_jobs_match_the_sdk(sdk: Any, case: str, tmp_path: Path) -> None:
+def _both_requests(sdk: Any, framework: str, kwargs: dict[str, Any], inputs: Any, job_name: str,
+                   ours_kwargs: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the SDK's request, ours) for the same estimator arguments (ours_kwargs: ours, where they are not the same)."""
     import boto3
     from sagemaker.huggingface import HuggingFace as SdkHuggingFace
     from sagemaker.pytorch import PyTorch as SdkPyTorch
+    from sagemaker.tensorflow import TensorFlow as SdkTensorFlow
 
-    from smdist_launcher import HuggingFace, PyTorch
+    from smdist_launcher import HuggingFace, PyTorch, TensorFlow
 
-    (tmp_path / "train.py").write_text("print('hi')\n")
     s3 = boto3.client("s3", region_name=REGION)
     if BUCKET not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:  # output_path's bucket must exist
         s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
-    framework, kwargs, inputs = _cases(sdk, str(tmp_path))[case]
     session = sdk.Session(boto_session=boto3.Session(region_name=REGION), default_bucket=BUCKET)
     seen: dict[str, Any] = {}
     session.sagemaker_client.meta.events.register(
         "provide-client-params.sagemaker.CreateTrainingJob",
         lambda params, **_: seen.update(request=json.loads(json.dumps(params))))
-    theirs_cls, ours_cls = {"pytorch": (SdkPyTorch, PyTorch), "huggingface": (SdkHuggingFace, HuggingFace)}[framework]
-    theirs_cls(sagemaker_session=session, **kwargs).fit(inputs, job_name=case.replace("_", "-"), wait=False, logs=False)
+    theirs_cls, ours_cls = {"pytorch": (SdkPyTorch, PyTorch), "huggingface": (SdkHuggingFace, HuggingFace),
+                            "tensorflow": (SdkTensorFlow, TensorFlow)}[framework]
+    theirs_cls(sagemaker_session=session, **kwargs).fit(inputs, job_name=job_name, wait=False, logs=False)
 
-    ours_est = ours_cls(**kwargs)
-    plan = ours_est.plan(inputs, job_name=case.replace("_", "-"))
-    ours = build_request(plan, ours_est.spec, target_for(plan, ours_est.spec, region=REGION, account=MOTO_ACCOUNT))
-    theirs, ours_flat = _flat(seen["request"]), _flat(ours)
-    differences = {k: (theirs.get(k), ours_flat.get(k)) for k in sorted(set(theirs) | set(ours_flat))
-                   if theirs.get(k) != ours_flat.get(k) and not _intended(case, k)}
+    ours_est = ours_cls(**(ours_kwargs or kwargs))
+    plan = ours_est.plan(inputs, job_name=job_name)
+    return seen["request"], build_request(plan, ours_est.spec,
+                                          target_for(plan, ours_est.spec, region=REGION, account=MOTO_ACCOUNT))
+
+
+def _unexplained(case: str, theirs: dict[str, Any], ours: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    flat_theirs, flat_ours = _flat(theirs), _flat(ours)
+    return {k: (flat_theirs.get(k), flat_ours.get(k)) for k in sorted(set(flat_theirs) | set(flat_ours))
+            if flat_theirs.get(k) != flat_ours.get(k) and not _intended(case, k)}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_more_jobs_match_the_sdk(sdk: Any, case: str, tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    framework, kwargs, inputs = _cases(sdk, str(tmp_path))[case]
+    theirs, ours = _both_requests(sdk, framework, kwargs, inputs, case.replace("_", "-"))
+    differences = _unexplained(case, theirs, ours)
     assert not differences, f"{case}: fields that differ from the SDK (SDK, ours): {differences}"
+
+
+# Heterogeneous clusters: the SDK's InstanceGroup objects, the data group first (so the distribution's master is algo-2).
+# case → fields that differ there only, and why (docs/sagemaker.md lists them)
+GROUP_INTENDED: dict[str, str] = {
+    "HyperParameters.sagemaker_distribution_instance_groups": "written next to torch_distributed too, so the "
+                                                              "container knows which group runs torchrun",
+    "HyperParameters.sagemaker_instance_type": "the distribution group's type (the SDK sends null, or nothing next "
+                                               "to torch_distributed, when there are instance groups)",
+}
+
+
+def _group_cases(sagemaker: Any, code: str) -> dict[str, tuple[str, dict[str, Any]]]:
+    from sagemaker.instance_group import InstanceGroup
+
+    data = InstanceGroup("data", "ml.c5.18xlarge", 1)
+    train = InstanceGroup("train", "ml.p4d.24xlarge", 2)
+    pytorch = dict(entry_point="train.py", source_dir=code, role="arn:aws:iam::111122223333:role/R",
+                   framework_version="2.3.0", py_version="py311", instance_groups=[data, train])
+    return {
+        "groups_mpi": ("pytorch", {**pytorch, "distribution": {"mpi": {"enabled": True}, "instance_groups": [train]}}),
+        # the SDK lists smdistributed.dataparallel versions one by one, up to 2.2.0
+        "groups_smddp": ("pytorch", {**pytorch, "framework_version": "2.2.0", "py_version": "py310", "distribution": {
+            "smdistributed": {"dataparallel": {"enabled": True}}, "instance_groups": [train]}}),
+        "groups_pytorchddp": ("pytorch", {**pytorch, "framework_version": "2.2.0", "py_version": "py310", "distribution": {
+            "pytorchddp": {"enabled": True}, "instance_groups": [train]}}),
+        "groups_torch_distributed": ("pytorch", {**pytorch, "distribution": {
+            "torch_distributed": {"enabled": True}, "instance_groups": [train]}}),
+        "groups_tensorflow_horovod": ("tensorflow", {
+            **pytorch, "framework_version": "2.13", "py_version": "py310",
+            "instance_groups": [data, InstanceGroup("gpu", "ml.p3.16xlarge", 2)],
+            "distribution": {"mpi": {"enabled": True, "processes_per_host": 8}, "instance_groups": ["gpu"]}}),
+        "groups_no_distribution": ("pytorch", pytorch),  # the GPU image: the SDK's image follows the first g*/p* group
+    }
+
+
+GROUP_CASES = ("groups_mpi", "groups_smddp", "groups_pytorchddp", "groups_torch_distributed", "groups_tensorflow_horovod",
+               "groups_no_distribution")
+
+
+@pytest.mark.parametrize("case", GROUP_CASES)
+def test_heterogeneous_jobs_match_the_sdk(sdk: Any, case: str, tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    framework, kwargs = _group_cases(sdk, str(tmp_path))[case]
+    ours_kwargs = kwargs
+    dist = kwargs.get("distribution")
+    if dist and isinstance(dist["instance_groups"][0], str):  # the SDK wants the group object, ours takes either
+        groups = {g.instance_group_name: g for g in kwargs["instance_groups"]}
+        kwargs = {**kwargs, "distribution": {**dist, "instance_groups": [groups[n] for n in dist["instance_groups"]]}}
+    theirs, ours = _both_requests(sdk, framework, kwargs, f"s3://{BUCKET}/data/train", case.replace("_", "-"),
+                                  ours_kwargs)
+    intended = {**GROUP_INTENDED, **(INTENDED_PER_EXAMPLE["pytorchddp"] if case == "groups_pytorchddp" else {})}
+    differences = {k: v for k, v in _unexplained(case, theirs, ours).items() if k not in intended}
+    assert not differences, f"{case}: fields that differ from the SDK (SDK, ours): {differences}"
+    assert ours["ResourceConfig"]["InstanceGroups"][0]["InstanceGroupName"] == "data"  # order kept: master is algo-2
+
+
+# Heterogeneous jobs the SDK refuses (at construction or at fit): ours refuses them too, before anything starts.
+# case → (framework, distribution, the SDK's message, the key path of our error)
+GROUP_REFUSALS: dict[str, tuple[str, dict[str, Any], str, str]] = {
+    "strategy_without_group": ("pytorch", {"mpi": {"enabled": True}}, "only contain one instance group",
+                               "distribution.instance_groups"),
+    "two_groups_named": ("pytorch", {"mpi": {"enabled": True}, "instance_groups": ["data", "train"]},
+                         "only contain one instance group", "distribution.instance_groups"),
+    "unknown_group_named": ("pytorch", {"mpi": {"enabled": True}, "instance_groups": ["nope"]},
+                            "Invalid training instance group", "distribution.instance_groups[0]"),
+    "group_without_strategy": ("pytorch", {"instance_groups": ["train"]}, "no distribution strategies enabled",
+                               "distribution.instance_groups"),
+    "parameter_server": ("tensorflow", {"parameter_server": {"enabled": True}, "instance_groups": ["train"]},
+                         "no distribution strategies enabled", "distribution.parameter_server"),
+    "multi_worker_mirrored": ("tensorflow", {"multi_worker_mirrored_strategy": {"enabled": True},
+                                             "instance_groups": ["train"]},
+                              "no distribution strategies enabled", "distribution.multi_worker_mirrored_strategy"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GROUP_REFUSALS))
+def test_heterogeneous_jobs_the_sdk_refuses_are_refused(sdk: Any, case: str, tmp_path: Path) -> None:
+    from sagemaker.instance_group import InstanceGroup
+
+    from smdist_launcher import PyTorch, TensorFlow
+    from smdist_launcher.errors import ValidationError
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    framework, distribution, sdk_message, our_path = GROUP_REFUSALS[case]
+    groups = {"data": InstanceGroup("data", "ml.c5.18xlarge", 1), "train": InstanceGroup("train", "ml.p3.16xlarge", 2),
+              "nope": InstanceGroup("nope", "ml.p3.16xlarge", 1)}
+    versions = {"pytorch": ("2.3.0", "py311"), "tensorflow": ("2.13", "py310")}[framework]
+    kwargs = dict(entry_point="train.py", source_dir=str(tmp_path), role="arn:aws:iam::111122223333:role/R",
+                  framework_version=versions[0], py_version=versions[1], instance_groups=[groups["data"], groups["train"]])
+    named = [groups[n] for n in distribution.get("instance_groups", [])]
+    with pytest.raises(ValueError, match=sdk_message):
+        _both_requests(sdk, framework, {**kwargs, "distribution": {**distribution, "instance_groups": named} if named
+                                        else distribution}, None, case.replace("_", "-"))
+    with pytest.raises(ValidationError) as refused:
+        {"pytorch": PyTorch, "tensorflow": TensorFlow}[framework](**kwargs, distribution=distribution).plan()
+    assert our_path in [e.path for e in refused.value.errors], refused.value.render()

@@ -142,3 +142,20 @@ def test_wait_false_then_wait_for_job(aws: str, kwargs: dict[str, Any]) -> None:
     lines: list[str] = []
     done = wait_for_job(AwsClients("us-east-1"), job_name, logs=False, interval=0.05, emit=lines.append)
     assert done.status == "Completed" and done.model_data.endswith(f"/{job_name}/output/model.tar.gz")
+
+
+def test_fit_heterogeneous_cluster_then_attach(aws: str, kwargs: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    groups = [{"instance_group_name": "data", "instance_type": "ml.c5.18xlarge", "instance_count": 1},
+              {"instance_group_name": "train", "instance_type": "ml.p4d.24xlarge", "instance_count": 2}]
+    cluster = {k: v for k, v in kwargs.items() if k not in ("instance_type", "instance_count")}
+    est = PyTorch(**{**cluster, "instance_groups": groups,
+                     "distribution": {"torch_distributed": {"enabled": True}, "instance_groups": ["train"]}})
+    job_name = _unique("pt-groups")
+    est.fit("s3://data-bucket/train", job_name=job_name, wait=False)
+    assert f"created training job {job_name} (data: 1 x ml.c5.18xlarge, train: 2 x ml.p4d.24xlarge)" in capsys.readouterr().out
+
+    described = boto3.client("sagemaker").describe_training_job(TrainingJobName=job_name)
+    assert [g["InstanceGroupName"] for g in described["ResourceConfig"]["InstanceGroups"]] == ["data", "train"]
+    attached = PyTorch.attach(job_name, region="us-east-1", wait=False)
+    assert attached.distribution == {"torch_distributed": {"enabled": True}, "instance_groups": ["train"]}
+    assert attached.plan(job_name=job_name).master.host == "algo-2"

@@ -58,6 +58,9 @@ def _distribution(hps: dict[str, Any]) -> dict[str, Any] | None:
         dist["parameter_server"] = {"enabled": True}
     if hps.get("sagemaker_multi_worker_mirrored_strategy_enabled"):
         dist["multi_worker_mirrored_strategy"] = {"enabled": True}
+    groups = hps.get("sagemaker_distribution_instance_groups")
+    if dist and isinstance(groups, list) and groups:  # a heterogeneous cluster: the group the strategy runs on
+        dist["instance_groups"] = groups
     return dist or None
 
 

@@ -7,11 +7,16 @@ image (its own registry account). A combination the catalog lacks raises NoImage
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...spec import image_catalog
 from ...spec.catalog import is_trainium
 from ...spec.estimator_args import EstimatorArgs, HuggingFaceArgs
 from ...spec.image_catalog import ImageChoice, NoImage
 from ...spec.resolved import InstanceInfo
+
+if TYPE_CHECKING:
+    from ...plan.model import LaunchPlan
 
 DLC_ACCOUNT = "763104351884"
 # Regions whose DLC registry lives in another account (opt-in and partition regions).
@@ -50,6 +55,26 @@ def registry_host(region: str, family: str = "pytorch") -> str:
                                     f"{', '.join(smp['regions'])} only; choose one of them or give image_uri", region)
         return f"{smp['registry_account']}.dkr.ecr.{region}.{domain}"
     return f"{DLC_REGION_ACCOUNTS.get(region, DLC_ACCOUNT)}.dkr.ecr.{region}.{domain}"
+
+
+def _gpu_family(instance_type: str) -> bool:
+    parts = instance_type.split(".")  # the SDK's test: the family (ml.<family>.<size>) starts with g or p
+    return len(parts) >= 2 and parts[0] == "ml" and parts[1][:1] in ("g", "p")
+
+
+def image_instance_type(plan: LaunchPlan) -> str:
+    """The instance type the training image is chosen for. One image runs on every instance group: like the SDK
+    (EstimatorBase._get_instance_type) the first ml.g*/ml.p* group's, else the first Trainium group's (our addition:
+    only the Neuron image drives its cores, where the SDK takes the first group's CPU image), else the first group's.
+    Not the distribution group's: a job without distribution, or with it on CPU hosts, still has GPU hosts to serve."""
+    if not plan.instance_groups:
+        return plan.instance_type
+    types = [g.instance_type for g in plan.instance_groups]
+    for wanted in (_gpu_family, is_trainium):
+        found = next((t for t in types if wanted(t)), None)
+        if found is not None:
+            return found
+    return types[0]
 
 
 def family_of(args: EstimatorArgs, framework: str, strategy: str | None, instance: InstanceInfo) -> str | None:

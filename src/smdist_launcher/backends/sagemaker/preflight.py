@@ -9,7 +9,7 @@ from ...spec.catalog import is_local, lookup
 from ...spec.error_items import item, join_path, show
 from ...spec.estimator_args import EstimatorArgs
 from ...spec.image_catalog import NoImage
-from .images import default_image_uri
+from .images import default_image_uri, image_instance_type
 
 # CreateTrainingJob limits (API reference): exceeding them fails the call after the code upload.
 MAX_HYPERPARAMETERS = 100
@@ -35,7 +35,8 @@ def _code(plan: LaunchPlan, args: EstimatorArgs, region: str | None) -> list[Err
                                 "ARN (arn:aws:iam::<account>:role/<name>) or a role name"))
     if not args.image_uri:
         try:
-            uri = default_image_uri(args, plan.framework, lookup(plan.instance_type), region or "us-east-1", plan.strategy)
+            uri = default_image_uri(args, plan.framework, lookup(image_instance_type(plan)), region or "us-east-1",
+                                    plan.strategy)
         except NoImage as missing:
             out.append(item(missing.key, missing.message, missing.value))
         else:
@@ -104,9 +105,10 @@ def _limits(plan: LaunchPlan, reserved_env: int) -> list[ErrorItem]:
 
 
 def problems(plan: LaunchPlan, args: EstimatorArgs, *, reserved_env: int = 1, region: str | None = None) -> list[ErrorItem]:
-    if is_local(plan.instance_type):
-        return [item("instance_type", "local instance types run on this machine (backends.local), not on SageMaker",
-                     plan.instance_type)]
+    local = [t for t in plan.instance_types if is_local(t)]  # every instance group's type, not only the ranks'
+    if local:
+        return [item("instance_groups" if plan.instance_groups else "instance_type",
+                     "local instance types run on this machine (backends.local), not on SageMaker", local[0])]
     return [*_code(plan, args, region), *_channels(plan, args), *_limits(plan, reserved_env)]
 
 

@@ -14,7 +14,7 @@ from ...plan.model import REDACTED, Channel, LaunchPlan, is_secret_key
 from ...spec.catalog import lookup
 from ...spec.estimator_args import EstimatorArgs
 from ...spec.rules.arguments import DEFAULT_MAX_RUN
-from .images import default_image_uri
+from .images import default_image_uri, image_instance_type
 from .locations import SUBMIT_ARCHIVE, default_bucket, output_path, role_arn, submit_uri
 
 DEFAULT_VOLUME_GB = 30
@@ -57,7 +57,7 @@ def target_for(plan: LaunchPlan, args: EstimatorArgs, *, region: str, account: s
 
 
 def image_uri(plan: LaunchPlan, args: EstimatorArgs, region: str) -> str:
-    uri = args.image_uri or default_image_uri(args, plan.framework, lookup(plan.instance_type), region, plan.strategy)
+    uri = args.image_uri or default_image_uri(args, plan.framework, lookup(image_instance_type(plan)), region, plan.strategy)
     if uri is None:  # preflight.check() reports it with the key path
         raise ValueError("image_uri is required: no training image can be derived")
     return uri

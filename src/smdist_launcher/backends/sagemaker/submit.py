@@ -52,6 +52,13 @@ def _prepare_buckets(clients: AwsClients, args: EstimatorArgs, target: JobTarget
     check_buckets(clients.s3, {name: bucket for name, bucket in used.items() if bucket != default})
 
 
+def cluster_summary(plan: LaunchPlan) -> str:
+    """'2 x ml.p4d.24xlarge', or per instance group 'data: 1 x ml.c5.18xlarge, train: 2 x ml.p4d.24xlarge'."""
+    if plan.instance_groups:
+        return ", ".join(f"{g.name}: {len(g.hosts)} x {g.instance_type}" for g in plan.instance_groups)
+    return f"{plan.instance_count} x {plan.instance_type}"
+
+
 def wait_for_job(clients: AwsClients, job_name: str, *, logs: bool = True, interval: float = 10.0,
                  emit: Callable[[str], None] = _say, submit_directory: str | None = None) -> SageMakerJob:
     """Poll DescribeTrainingJob until the job ends (streaming its logs); raise JobFailedError unless it completed."""
@@ -88,7 +95,7 @@ def run_job(plan: LaunchPlan, *, estimator: Any, wait: bool = True, logs: Any = 
     response = clients.sagemaker.create_training_job(**request)
     job = TrainingJob(clients, plan.job_name, arn=response.get("TrainingJobArn"), submit_directory=target.submit_uri,
                       emit=emit)
-    emit(f"[smdist] created training job {plan.job_name} ({plan.instance_count} x {plan.instance_type}): {job.console_url}")
+    emit(f"[smdist] created training job {plan.job_name} ({cluster_summary(plan)}): {job.console_url}")
     if wait:
         job.wait(logs=logs, interval=poll_interval_s)
     return job
