@@ -1,8 +1,10 @@
 """Fixtures every test folder may use."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,3 +19,34 @@ def tiny_mnist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([sys.executable, str(MNIST_EXAMPLE / "make_data.py"), str(out), "--train", "256", "--test", "64"],
                    check=True, capture_output=True, timeout=120)
     return out
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The docker backend's tests go last, and the base image they need (minutes to build with a cold cache) is
+    built in the background meanwhile."""
+    docker_dir = Path(__file__).resolve().parent / "backends" / "docker"
+    docker = [item for item in items if docker_dir in Path(str(item.path)).parents]
+    if not docker:
+        return
+    items[:] = [item for item in items if item not in docker] + docker
+    from backends.docker.engine import prebuild_in_background
+
+    log = Path(tempfile.gettempdir()) / f"smdist-prebuild-{os.getpid()}.log"
+    proc = prebuild_in_background(log)
+    if proc is not None:
+        config.stash[_PREBUILD] = (proc, log)
+
+
+_PREBUILD = pytest.StashKey["tuple[subprocess.Popen[bytes], Path]"]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    proc, log = config.stash.get(_PREBUILD, (None, None))
+    if proc is None or log is None:
+        return
+    if proc.poll() is None:   # the session ended before the build did
+        from backends.docker.engine import stop_prebuild
+
+        stop_prebuild(proc)
+    if proc.returncode != 1:   # the log of a failed build stays for a look
+        log.unlink(missing_ok=True)

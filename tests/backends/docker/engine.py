@@ -5,9 +5,13 @@
   root and socket; stopped by pid; the namespace deleted.
 - base_rootfs_tar: a minimal Debian (debootstrap) with Python, Open MPI, openssh-server and torch's CPU wheel
   (installed with pip the way `pip install torch==2.13.0` finds it here), cached as a tar by content key.
+  With a cold cache that takes minutes, so the suite starts it in the background at collection
+  (prebuild_in_background, tests/conftest.py) and runs the docker tests last; a file lock makes the fixture wait for
+  that build instead of starting a second one.
 Installs nothing on the machine: docker.io and debootstrap come from scripts/bootstrap.sh."""
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -92,13 +96,73 @@ def base_key() -> str:
     return hashlib.sha256(repr((SUITE, DEB_PACKAGES, TORCH, sys.version_info[:2])).encode()).hexdigest()[:16]
 
 
+def _base_tar() -> Path:
+    return CACHE / f"base-{base_key()}.tar"
+
+
 def base_rootfs_tar() -> Path:
     """The cached rootfs tar of the test base image; built (debootstrap + pip) when the cache lacks it."""
-    key = base_key()
-    tar = CACHE / f"base-{key}.tar"
+    tar = _base_tar()
     if tar.is_file():
         return tar
     CACHE.mkdir(parents=True, exist_ok=True)
+    with open(tar.with_suffix(".lock"), "w") as lock:
+        _lock(lock, timeout_s=LOCK_WAIT_S)   # a background prebuild holds it until its tar is in place
+        if not tar.is_file():
+            _build(tar)
+    return tar
+
+
+# the build's own steps are bounded (debootstrap, pip and tar: 30 + 30 + 15 min at most)
+LOCK_WAIT_S = 80 * 60
+
+
+def _lock(f, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"another build of the docker test base held {f.name} for {timeout_s:.0f} s") from None
+            time.sleep(1)
+
+
+def prebuild_in_background(log: Path) -> subprocess.Popen[bytes] | None:
+    """Start building the base tar in a process of its own when it is missing and the docker tests can run at all
+    (the caller stops it by pid at the end of the session)."""
+    if _base_tar().is_file() or os.geteuid() != 0 or missing_tools():
+        return None
+    with open(log, "wb") as out:
+        return subprocess.Popen([sys.executable, __file__], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def stop_prebuild(proc: subprocess.Popen[bytes]) -> None:
+    """Stop an unfinished prebuild (its whole process group, by pid) and remove its half-made rootfs."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    _remove_leftovers()
+
+
+def _remove_leftovers() -> None:
+    """Half-made rootfs folders of an interrupted build; debootstrap may have left /proc and /sys mounted in them,
+    so those are unmounted (deepest first) before anything is deleted."""
+    leftovers = sorted(CACHE.glob("smdist-base-*"))
+    if not leftovers:
+        return
+    with open("/proc/self/mounts") as f:
+        mounts = [line.split()[1] for line in f]
+    for mount in sorted(mounts, key=len, reverse=True):
+        if any(mount.startswith(f"{d}/") for d in map(str, leftovers)):
+            subprocess.run(["umount", "-l", mount], check=False, capture_output=True, timeout=60)
+    for folder in leftovers:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _build(tar: Path) -> None:
+    _remove_leftovers()   # we hold the lock: nobody else is building
     with tempfile.TemporaryDirectory(prefix="smdist-base-", dir=CACHE) as work:
         rootfs = Path(work) / "rootfs"
         subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(DEB_PACKAGES)}", SUITE,
@@ -121,3 +185,7 @@ def import_base(engine: PrivateEngine, tar: Path) -> str:
                             "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "-", tag],
                            env=engine.env, stdin=f, check=True, capture_output=True, timeout=900)
     return tag
+
+
+if __name__ == "__main__":   # the background prebuild
+    print(base_rootfs_tar(), flush=True)
