@@ -1,12 +1,14 @@
 """A real `smdist serve` process (with moto's server as its S3) and boto3 clients pointed at both."""
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,15 +18,16 @@ from backends.moto_s3 import _free_port, moto_endpoint  # noqa: F401 - the share
 REGION = "us-east-1"
 
 
-@pytest.fixture(scope="session")
-def serve_endpoint(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> str:  # noqa: F811
+@contextlib.contextmanager
+def running_serve(moto_endpoint: str, jobs: Path, backend: str) -> Iterator[str]:  # noqa: F811
+    """A `smdist serve --backend BACKEND` process; its URL once it answers."""
     port = _free_port()
-    jobs = tmp_path_factory.mktemp("serve-jobs")
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": REGION,
            "SMDIST_JOBS_DIR": str(jobs)}
     log = open(jobs / "serve.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([sys.executable, "-m", "smdist_launcher.cli.main", "serve", "--port", str(port),
-                             "--s3-endpoint-url", moto_endpoint], env=env, stdout=log, stderr=subprocess.STDOUT)
+                             "--s3-endpoint-url", moto_endpoint, "--backend", backend],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         while True:  # ready when it answers; a dead server fails the fixture instead of hanging
@@ -41,6 +44,12 @@ def serve_endpoint(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory)
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+
+
+@pytest.fixture(scope="session")
+def serve_endpoint(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:  # noqa: F811
+    with running_serve(moto_endpoint, tmp_path_factory.mktemp("serve-jobs"), "process") as url:
+        yield url
 
 
 @pytest.fixture()

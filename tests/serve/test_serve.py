@@ -14,11 +14,14 @@ from botocore.exceptions import ClientError
 
 from smdist_launcher.backends.sagemaker.logs import LOG_GROUP
 
+from .conftest import REGION, running_serve
+
 TRAIN = r'''
-import json, os, sys, time
+import json, os, socket, sys, time
 host = json.loads(os.environ["SM_HOSTS"]).index(os.environ["SM_CURRENT_HOST"])
 mode = os.environ.get("MODE", "ok")
 print(f"hello from {os.environ['SM_CURRENT_HOST']}", flush=True)
+print(f"hostname {socket.gethostname()}", flush=True)
 if mode == "fail" and host == 1:
     print("about to fail", flush=True)
     sys.exit("the data is bad")
@@ -30,6 +33,16 @@ if mode == "sleep":
 with open(os.path.join(os.environ["SM_MODEL_DIR"], f"model-{host}.txt"), "w") as f:
     f.write("weights")
 print("done", flush=True)
+'''
+# A host of a heterogeneous job: which group it is in, what it knows of the cluster, its rank (torchrun's, if any).
+HETERO = r'''
+import json, os
+env = json.loads(os.environ["SM_TRAINING_ENV"])
+seen = {"group": os.environ["SM_CURRENT_INSTANCE_GROUP"], "hetero": os.environ["SM_IS_HETERO"],
+        "master": env["master_hostname"], "rank": os.environ.get("RANK")}
+print("seen " + json.dumps(seen, sort_keys=True), flush=True)
+with open(os.path.join(os.environ["SM_MODEL_DIR"], os.environ["SM_CURRENT_HOST"] + ".json"), "w") as f:
+    json.dump(seen, f)
 '''
 
 
@@ -44,10 +57,11 @@ def code(clients: dict[str, Any]) -> str:
     s3.create_bucket(Bucket=bucket)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        data = TRAIN.encode()
-        info = tarfile.TarInfo("train.py")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+        for name, text in (("train.py", TRAIN), ("hetero.py", HETERO)):
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
     s3.put_object(Bucket=bucket, Key="code/sourcedir.tar.gz", Body=buf.getvalue())
     s3.put_object(Bucket=bucket, Key="data/train/part-0.txt", Body=b"1 2 3\n")
     return bucket
@@ -115,6 +129,34 @@ def test_completed_job_with_transitions_logs_and_model(clients: dict[str, Any], 
     assert info.value.response["Error"]["Code"] == "ResourceInUse"
 
 
+def test_heterogeneous_job_keeps_its_groups_and_runs_the_distribution_on_one(clients: dict[str, Any],
+                                                                            code: str) -> None:
+    sagemaker, logs, s3 = clients["sagemaker"], clients["logs"], clients["s3"]
+    name = _unique("served-hetero")
+    request = _request(code, name)
+    request["ResourceConfig"] = {"InstanceGroups": [
+        {"InstanceGroupName": "data", "InstanceType": "ml.c5.xlarge", "InstanceCount": 1},
+        {"InstanceGroupName": "train", "InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2}], "VolumeSizeInGB": 30}
+    request["HyperParameters"].update(sagemaker_program='"hetero.py"', sagemaker_torch_distributed_enabled="true",
+                                      sagemaker_instance_type='"ml.p4d.24xlarge"',
+                                      sagemaker_distribution_instance_groups='["train"]')
+    sagemaker.create_training_job(**request)
+    done = _wait(sagemaker, name)
+    assert done["TrainingJobStatus"] == "Completed", done.get("FailureReason")
+    assert done["ResourceConfig"]["InstanceGroups"] == request["ResourceConfig"]["InstanceGroups"]
+    per_host = _logs(logs, name)
+    assert sorted(per_host) == ["algo-1", "algo-2", "algo-3"]
+    seen = {h: json.loads(next(line[5:] for line in lines if line.startswith("seen ")))
+            for h, lines in per_host.items()}
+    # the data host runs the script alone; the train hosts are torchrun's two nodes, algo-2 the master (rank 0)
+    assert seen == {"algo-1": {"group": "data", "hetero": "true", "master": "algo-2", "rank": None},
+                    "algo-2": {"group": "train", "hetero": "true", "master": "algo-2", "rank": "0"},
+                    "algo-3": {"group": "train", "hetero": "true", "master": "algo-2", "rank": "1"}}
+    body = s3.get_object(Bucket=code, Key=f"output/{name}/output/model.tar.gz")["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        assert {"algo-1.json", "algo-2.json", "algo-3.json"} <= {Path(n).name for n in tar.getnames()}
+
+
 def test_failed_job_gives_its_reason(clients: dict[str, Any], code: str) -> None:
     sagemaker = clients["sagemaker"]
     name = _unique("served-fail")
@@ -164,3 +206,36 @@ def test_requests_are_checked_against_the_service_model(clients: dict[str, Any],
     answer = json.loads(raw.value.read())
     assert raw.value.code == 400 and answer["__type"] == "ValidationException"
     assert "ResourceConfig.VolumeSizeInGB" in answer["message"] and "S3OutputPath" in answer["message"]
+
+
+def test_netns_backend_runs_each_host_in_its_own_namespace(code: str, moto_endpoint: str, tmp_path: Path) -> None:
+    import boto3
+
+    from smdist_launcher.backends.registry import PROBES
+
+    why_not = PROBES["netns"]()
+    if why_not:
+        pytest.skip(why_not)
+    name = _unique("served-netns")
+    with running_serve(moto_endpoint, tmp_path, "netns") as url:
+        sagemaker = boto3.client("sagemaker", endpoint_url=url, region_name=REGION)
+        sagemaker.create_training_job(**_request(code, name))
+        done = _wait(sagemaker, name)
+        per_host = _logs(boto3.client("logs", endpoint_url=url, region_name=REGION), name)
+    assert done["TrainingJobStatus"] == "Completed", done.get("FailureReason")
+    assert "jobs run with the netns backend" in (tmp_path / "serve.log").read_text()
+    # each host has its own UTS namespace: its hostname is its SageMaker host name
+    assert [line for h in ("algo-1", "algo-2") for line in per_host[h] if line.startswith("hostname")] == [
+        "hostname algo-1", "hostname algo-2"]
+
+
+def test_a_backend_that_cannot_run_stops_serve_at_start(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock", "SMDIST_JOBS_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "smdist_launcher.cli.main", "serve", "--port", "0", "--backend",
+                           "docker"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("smdist serve: backend docker cannot run here: ")
+    assert "use --backend process (or auto) instead" in done.stderr

@@ -1,12 +1,15 @@
 """``smdist serve [--port 8080] [--s3-endpoint-url URL]``: a SageMaker-compatible endpoint on this machine.
 
 CreateTrainingJob / DescribeTrainingJob / StopTrainingJob / ListTrainingJobs and the CloudWatch Logs reads of
-training jobs; each job runs with the local backend (simulated hosts). Point boto3 or the SageMaker SDK at it
-(endpoint_url, or AWS_ENDPOINT_URL_SAGEMAKER and AWS_ENDPOINT_URL_CLOUDWATCH_LOGS) and S3 at the same S3 server."""
+training jobs; each job runs on this machine with --backend (auto: docker when its engine and image are there, else
+process). Point boto3 or the SageMaker SDK at it (endpoint_url, or AWS_ENDPOINT_URL_SAGEMAKER and
+AWS_ENDPOINT_URL_CLOUDWATCH_LOGS) and S3 at the same S3 server."""
 from __future__ import annotations
 
 import argparse
 import os
+
+from .console import problem
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -20,15 +23,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--processes-per-host", type=int, metavar="P",
                    help="processes on each simulated host (default: the job's; 1 on CPU)")
     p.add_argument("--jobs-dir", help="where job folders go (default: as for `smdist run`)")
+    p.add_argument("--backend", choices=["auto", "process", "netns", "docker"], default="auto",
+                   help="how each job's simulated hosts run (default auto: docker when a Docker engine answers and "
+                        "the smdist image ($SMDIST_DOCKER_IMAGE or smdist-train:latest) is on it, else process; "
+                        "netns only when asked for). Checked at start")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     from ..backends.local.jobdir import jobs_root
+    from ..backends.registry import choose
     from ..serve.server import serve
 
+    try:  # a backend that cannot run here stops serve now, not the first job
+        backend, why = choose(args.backend)
+    except ValueError as e:
+        problem(f"smdist serve: {e}")
+        return 2
     if args.s3_endpoint_url:
         os.environ["SMDIST_S3_ENDPOINT_URL"] = args.s3_endpoint_url  # the local backend and the hosts read it
     region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    serve(args.host, args.port, jobs_root(args.jobs_dir), region=region, processes_per_host=args.processes_per_host)
+    serve(args.host, args.port, jobs_root(args.jobs_dir), region=region, processes_per_host=args.processes_per_host,
+          backend=backend, backend_why=why)
     return 0

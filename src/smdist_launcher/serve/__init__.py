@@ -1,5 +1,5 @@
 """`smdist serve`: an HTTP endpoint speaking SageMaker's training-job API (and the CloudWatch Logs reads the SDK
-uses), running each job on this machine with the local backend and taking S3 from an S3-compatible server.
+uses), running each job on this machine (backends: process, netns, docker) and taking S3 from an S3-compatible server.
 
     smdist serve --port 8080 --s3-endpoint-url http://127.0.0.1:5000
     boto3.client("sagemaker", endpoint_url="http://127.0.0.1:8080").create_training_job(...)

@@ -1,9 +1,13 @@
-"""Training jobs of the endpoint: a CreateTrainingJob request becomes a local-mode job (backends.local) on this
-machine; its record gives DescribeTrainingJob's status and secondary-status transitions."""
+"""Training jobs of the endpoint: a CreateTrainingJob request becomes a local-mode job on this machine, run by the
+backend serve was started with (process, netns or docker: backends.registry); its record gives DescribeTrainingJob's
+status and secondary-status transitions."""
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,13 +33,14 @@ class Settings:
     region: str = "us-east-1"
     account: str = "123456789012"
     processes_per_host: int | None = None   # None: the job's own (1 per simulated host on CPU)
+    backend: str = "process"                # a backends.registry name, already checked (registry.choose)
 
 
 @dataclass
 class ServedJob:
     request: dict[str, Any]
     created: float = field(default_factory=time.time)
-    local: Any = None              # backends.local.LocalJob once started
+    local: Any = None              # the backend's job (a backends.local.LocalJob) once started
     error: str | None = None       # why it could not start
     stopping: bool = False
     ended: float | None = None
@@ -43,6 +48,10 @@ class ServedJob:
     @property
     def name(self) -> str:
         return self.request["TrainingJobName"]
+
+
+_GROUPS_HP = "sagemaker_distribution_instance_groups"   # the one group a heterogeneous job's distribution runs on
+_SUBMIT_HP = "sagemaker_submit_directory"
 
 
 def _decoded(value: str) -> Any:
@@ -54,15 +63,31 @@ def _decoded(value: str) -> Any:
         return value
 
 
-def estimator_for(request: dict[str, Any], settings: Settings) -> tuple[Any, dict[str, Any]]:
-    """The local-mode estimator and fit() inputs a CreateTrainingJob request stands for."""
+def submit_directory(request: dict[str, Any]) -> str | None:
+    """The request's s3:// code archive (sagemaker_submit_directory), if any."""
+    value = _decoded(str((request.get("HyperParameters") or {}).get(_SUBMIT_HP, "null")))
+    return value if isinstance(value, str) and value.startswith("s3://") else None
+
+
+def estimator_for(request: dict[str, Any], settings: Settings,
+                  code_dir: Path | None = None) -> tuple[Any, dict[str, Any]]:
+    """The local-mode estimator and fit() inputs a CreateTrainingJob request stands for: the same cluster shape
+    (instance groups keep their names and counts) with every instance type "local"; the code from `code_dir` (the
+    submit directory already unpacked) when given."""
     from ..backends.sagemaker.attach import attached_arguments
     from ..estimators import PyTorch, TensorFlow
 
     args = attached_arguments(request)
-    args.pop("instance_groups", None)
-    args.pop("instance_type", None)
-    args.update(instance_type="local", instance_count=_instance_count(request))
+    if code_dir is not None:
+        args["source_dir"] = str(code_dir)
+    resources = request.get("ResourceConfig") or {}
+    if resources.get("InstanceGroups"):
+        args["instance_groups"] = [{**g, "instance_type": "local"} for g in args["instance_groups"]]
+        groups = _decoded(str((request.get("HyperParameters") or {}).get(_GROUPS_HP, "null")))
+        if args.get("distribution") and groups and not args["distribution"].get("instance_groups"):
+            args["distribution"] = {**args["distribution"], "instance_groups": groups}
+    else:
+        args.update(instance_type="local", instance_count=int(resources.get("InstanceCount") or 1))
     if settings.processes_per_host and args.get("distribution"):
         mpi = dict(args["distribution"].get("mpi") or {})
         mpi["processes_per_host"] = settings.processes_per_host
@@ -76,13 +101,6 @@ def estimator_for(request: dict[str, Any], settings: Settings) -> tuple[Any, dic
     return cls(**args), inputs
 
 
-def _instance_count(request: dict[str, Any]) -> int:
-    resources = request.get("ResourceConfig") or {}
-    if resources.get("InstanceGroups"):
-        return sum(g["InstanceCount"] for g in resources["InstanceGroups"])
-    return int(resources.get("InstanceCount") or 1)
-
-
 class Jobs:
     """Every job this endpoint was asked to run (in memory; each job's folder keeps its record and logs)."""
 
@@ -90,6 +108,9 @@ class Jobs:
         self.settings = settings
         self._jobs: dict[str, ServedJob] = {}
         self._lock = threading.Lock()
+        # Each job's code, unpacked here until the job ends (its hosts get copies when it is staged).
+        self._code_root = Path(tempfile.mkdtemp(prefix="smdist-serve-code-"))
+        weakref.finalize(self, shutil.rmtree, str(self._code_root), True)
 
     def arn(self, name: str) -> str:
         return f"arn:aws:sagemaker:{self.settings.region}:{self.settings.account}:training-job/{name}"
@@ -109,9 +130,9 @@ class Jobs:
         from ..errors import ValidationError
 
         name = request["TrainingJobName"]
-        try:
+        try:  # the request as sent (code still on S3): what is wrong with it is the caller's ValidationException
             estimator, inputs = estimator_for(request, self.settings)
-            plan = estimator.plan(inputs, job_name=name)
+            estimator.plan(inputs, job_name=name)
         except ValidationError as exc:
             raise ApiError("ValidationException", str(exc)) from None
         with self._lock:
@@ -119,17 +140,37 @@ class Jobs:
                 raise ApiError("ResourceInUse", f"Training job names must be unique within an AWS account and region, "
                                                 f"and a training job with this name already exists ({self.arn(name)})")
             job = self._jobs[name] = ServedJob(request)
-        threading.Thread(target=self._start, args=(job, plan, estimator), name=f"serve-{name}", daemon=True).start()
+        threading.Thread(target=self._run, args=(job,), name=f"serve-{name}", daemon=True).start()
         return {"TrainingJobArn": self.arn(name)}
 
-    def _start(self, job: ServedJob, plan: Any, estimator: Any) -> None:
-        from ..backends.local import run_job
+    def _run(self, job: ServedJob) -> None:
+        """Fetch the code, start the job on the chosen backend, and drop the code once the job has ended."""
+        from ..backends.registry import run_job_of
+        from ..container.submit_directory import prepare_code
 
+        code = self._code_root / job.name
         try:
+            # Fetched here, not by each host: hosts with a network of their own (netns, docker) cannot reach an S3
+            # server on this machine's loopback (moto, MinIO); local code is staged into every host like fit()'s.
+            submit = submit_directory(job.request)
+            if submit:
+                prepare_code(submit, code)
+            estimator, inputs = estimator_for(job.request, self.settings, code if submit else None)
+            plan = estimator.plan(inputs, job_name=job.name)
+            run_job = run_job_of(self.settings.backend)
             job.local = run_job(plan, estimator=estimator, wait=False, logs=False, jobs_root=self.settings.jobs_dir)
         except Exception as exc:  # noqa: BLE001 - any failure to start is the job's FailureReason
             job.error = f"{type(exc).__name__}: {exc}"
             job.ended = time.time()
+            shutil.rmtree(code, ignore_errors=True)
+            return
+        if job.stopping:  # StopTrainingJob came while the code was being fetched
+            job.local.stop("stopped by StopTrainingJob")
+        try:
+            job.local.wait()
+        except Exception:  # noqa: BLE001 - a failed or stopped job: its record says so, this only waits
+            pass
+        shutil.rmtree(code, ignore_errors=True)
 
     def stop(self, name: str) -> dict[str, Any]:
         job = self.get(name)

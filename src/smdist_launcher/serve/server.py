@@ -74,12 +74,19 @@ def make_server(host: str, port: int, settings: Settings) -> tuple[ThreadingHTTP
 
 
 def serve(host: str, port: int, jobs_dir: str | Path, *, region: str = "us-east-1",
-          processes_per_host: int | None = None) -> None:
+          processes_per_host: int | None = None, backend: str = "process", backend_why: str = "") -> None:
     server, _ = make_server(host, port, Settings(jobs_dir=Path(jobs_dir), region=region,
-                                                 processes_per_host=processes_per_host))
+                                                 processes_per_host=processes_per_host, backend=backend))
     print(f"[smdist serve] SageMaker training API on http://{host}:{server.server_address[1]} "
           f"(jobs in {jobs_dir})", flush=True)
+    print(f"[smdist serve] jobs run with the {backend} backend ({backend_why or 'asked for'})", flush=True)
+    from ..backends.local.supervisor import Interrupted, stop_signals_interrupt
+
+    restore = stop_signals_interrupt()  # SIGTERM/SIGHUP end serve like Ctrl-C: the exit stops running jobs in order
     try:
         server.serve_forever()
+    except Interrupted:
+        pass
     finally:
         server.server_close()
+        restore()
