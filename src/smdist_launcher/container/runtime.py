@@ -24,6 +24,7 @@ from .commands import host_option_indexes, is_mpirun, is_torchrun, mpirun_local,
 from .console import Console
 from .environment import load_plan, process_env, recorded_environment, write_environment_file
 from .fallback_plan import plan_from_contract
+from .group_hosts import real_host_names, rename_hosts
 from .failure import FailureTracker, signal_name, write_failure, write_success
 from .host_isolation import HostIsolation, isolate_host, needed as isolation_needed, scratch_env
 from .log_lines import FixedRankLines, LineSplitter, MpiTagLines, TorchrunLines
@@ -73,6 +74,8 @@ class HostRuntime:
         else:  # a plain SageMaker job: run like the toolkit's Process runner
             self.plan = plan_from_contract(read_resource_config(self.paths.resource_config_file),
                                            read_hyperparameters_raw(self.paths.hyperparameters_file))
+        # heterogeneous clusters: SageMaker, not the plan, decides which hosts form each group
+        self.plan = rename_hosts(self.plan, real_host_names(self.plan, read_resource_config(self.paths.resource_config_file)))
         names = [h["name"] for h in self.plan["hosts"]]
         self.host = host or read_resource_config(self.paths.resource_config_file).get("current_host") or names[0]
         if self.host not in names:

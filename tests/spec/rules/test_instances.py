@@ -78,7 +78,7 @@ def test_heterogeneous_cluster_refuses_parameter_server(args: dict[str, Any]) ->
     args.update(framework_version="2.14", py_version="py310", instance_groups=[_DATA, _TRAIN],
                 distribution={"parameter_server": {"enabled": True}, "instance_groups": ["train"]})
     msg = messages("tensorflow", args)
-    assert list(msg) == ["distribution.parameter_server"] and "heterogeneous" in msg["distribution.parameter_server"]
+    assert list(msg) == ["distribution.parameter_server"] and "instance groups" in msg["distribution.parameter_server"]
 
 
 @pytest.mark.parametrize("dist", [{"mpi": {"enabled": True}}, {"pytorchddp": {"enabled": True}},
@@ -149,3 +149,11 @@ def test_integers_past_pythons_4300_digit_limit_are_reported_not_raised(args: di
     assert "an integer of about 5000 digits" in got["max_run"]
     assert "about 10^5000 hosts" in messages("pytorch", {**args, "instance_type": "local",
                                                          "instance_count": huge})["instance_count"]
+
+
+def test_parameter_server_refused_on_one_instance_group_too(args: dict[str, Any]) -> None:
+    # as the SDK: "Don't set training instance groups while no distribution strategies enabled!"
+    del args["instance_type"], args["instance_count"]
+    args.update(framework_version="2.14", py_version="py310", instance_groups=[_TRAIN],
+                distribution={"parameter_server": {"enabled": True}})
+    assert problems("tensorflow", args) == ["distribution.parameter_server"]

@@ -48,8 +48,8 @@ def _completeness(ctx: RuleContext) -> Iterator[ErrorItem]:
 
 
 def _groups(ctx: RuleContext) -> Iterator[ErrorItem]:
-    """A heterogeneous cluster: distinct names, one kind of machine (all local or all ml.*), and the distribution
-    on exactly one named group."""
+    """Instance groups: distinct names, one kind of machine (all local or all ml.*), a strategy SageMaker runs on
+    groups, and with several groups the distribution on exactly one named group."""
     groups = ctx.args.instance_groups or []
     seen: set[str] = set()
     for i, g in enumerate(groups):
@@ -57,8 +57,6 @@ def _groups(ctx: RuleContext) -> Iterator[ErrorItem]:
             yield item(f"instance_groups[{i}].instance_group_name", "is used by an earlier group; every instance group "
                                                                     "needs its own name", g.instance_group_name)
         seen.add(g.instance_group_name)
-    if len(groups) < 2:
-        return
     local = [is_local(g.instance_type) for g in groups]
     if any(local) and not all(local):
         yield item("instance_groups", "mixes local instance types with ml.* ones; local mode runs every group on this "
@@ -72,10 +70,12 @@ def _groups(ctx: RuleContext) -> Iterator[ErrorItem]:
         return
     dist = ctx.args.distribution
     if strategy not in HETERO_STRATEGIES:
-        yield item(STRATEGY_KEY.get(strategy, "distribution"), f"{strategy} cannot run on one group of a heterogeneous "
-                                                               "cluster (SageMaker runs only mpi, smdistributed, pytorchddp "
-                                                               "and torch_distributed there); use one instance group")
-    elif strategy != "single" and (dist is None or not dist.instance_groups):
+        # the SDK refuses these with any instance_groups, one group included ("Don't set training instance groups
+        # while no distribution strategies enabled!")
+        yield item(STRATEGY_KEY.get(strategy, "distribution"), f"{strategy} cannot run on instance groups (SageMaker runs "
+                                                               "only mpi, smdistributed, pytorchddp and torch_distributed "
+                                                               "there); use instance_type + instance_count")
+    elif strategy != "single" and len(groups) > 1 and (dist is None or not dist.instance_groups):
         yield item("distribution.instance_groups", "is required with several instance groups: name the one group the "
                                                    f"distribution runs on, e.g. instance_groups: [{groups[-1].instance_group_name}] "
                                                    "(the other groups run the script once per host, on their own)")
