@@ -30,8 +30,15 @@ def _group_members(process_group: Any, coordinator_rank: int | None) -> None:
                          f"(ranks {ranks}); pass min(get_global_ranks(process_group))")
 
 
-def _storage(checkpoint_id: Any, writer: Any, reader: Any) -> dict[str, Any]:
+def _storage(checkpoint_id: Any, writer: Any, reader: Any, *, write: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    if isinstance(checkpoint_id, str) and checkpoint_id.startswith("s3://") and writer is None and reader is None:
+        # SMP takes s3:// checkpoint ids directly (its S3 writer and reader)
+        from .distributed.checkpoint import s3_filesystem
+
+        if write:
+            return {"storage_writer": s3_filesystem.S3FileSystemWriter(checkpoint_id)}
+        return {"storage_reader": s3_filesystem.S3FileSystemReader(checkpoint_id)}
     if checkpoint_id is not None:
         out["checkpoint_id"] = os.fspath(checkpoint_id)
     if writer is not None:
@@ -49,7 +56,7 @@ def save(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike | None 
     """SMP's ``state_dict_saver.save``: every rank of ``process_group`` writes its shards (DCP)."""
     _group_members(process_group, coordinator_rank)
     return dcp.save(state_dict, process_group=process_group, planner=planner,
-                    **_storage(checkpoint_id, storage_writer, None))
+                    **_storage(checkpoint_id, storage_writer, None, write=True))
 
 
 def async_save(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike | None = None,
@@ -59,7 +66,7 @@ def async_save(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike |
     ``queue`` (SMP's queue of pending saves) is accepted; this runtime keeps its own list."""
     _group_members(process_group, coordinator_rank)
     future = dcp.async_save(state_dict, process_group=process_group, planner=planner,
-                            **_storage(checkpoint_id, storage_writer, None))
+                            **_storage(checkpoint_id, storage_writer, None, write=True))
     _PENDING.append(future)
     return future
 
@@ -78,6 +85,21 @@ def load(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike | None 
     """SMP's ``state_dict_loader.load``: fills ``state_dict`` in place, resharding into its current layout."""
     _group_members(process_group, coordinator_rank)
     dcp.load(state_dict, process_group=process_group, planner=planner, **_storage(checkpoint_id, None, storage_reader))
+    _restore_local_optimizers(state_dict)
+
+
+def _restore_local_optimizers(state_dict: Any) -> None:
+    """Local optimizer state dicts (state_dict_utils) were filled in place, tensors and all; what is not a tensor
+    (learning rate, betas, ...) lives in param_groups, which the optimizer only takes back from us."""
+    from .distributed.checkpoint.state_dict_utils import LocalOptimizerState
+
+    values = state_dict.values() if isinstance(state_dict, dict) else ()
+    for value in values:
+        if isinstance(value, LocalOptimizerState):
+            for group, saved in zip(value.optimizer.param_groups, value.get("param_groups") or []):
+                group.update({k: v for k, v in saved.items() if k != "params"})
+        elif isinstance(value, dict):
+            _restore_local_optimizers(value)
 
 
 def _training_state(model: nn.Module, optimizer: Optimizer | None,

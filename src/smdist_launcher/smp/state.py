@@ -161,6 +161,12 @@ class Ranker:
     def get_rank(self, rep_rank: int = 0, shard_rank: int = 0, tp_rank: int = 0) -> int:
         return (rep_rank * self.layout.shard + shard_rank) * self.layout.tp + tp_rank
 
+    def get_rep_groups(self) -> list[list[int]]:
+        """The replication groups: the ranks that hold the same shard (same shard and TP coordinates), one list
+        per shard; SMP's local checkpoints save and load within one such group."""
+        return [[self.get_rank(rep, shard, tp) for rep in range(self.layout.replicate)]
+                for shard in range(self.layout.shard) for tp in range(self.layout.tp)]
+
 
 state = SMPState()
 
