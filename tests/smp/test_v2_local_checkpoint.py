@@ -23,3 +23,8 @@ def test_resume_from_a_local_checkpoint_is_exact(results: dict[str, dict], kind:
     assert row["resumed"] == row["uninterrupted"], row     # same shards, same optimizer moments, same lr
     assert row["lr"] == 0.02                               # param groups came back with the checkpoint
     assert ".metadata" in row["files"]
+
+
+def test_no_gloo_worker_thread_outlives_exit(results: dict[str, dict]) -> None:
+    # on GPUs async_save adds gloo twins of NCCL groups: teardown joins their threads too (1x H100 run, 2026-11-23)
+    assert results["exit_threads"]["gloo_workers"] == 0

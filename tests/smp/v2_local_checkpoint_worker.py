@@ -1,7 +1,8 @@
 """Runs under torchrun (4 ranks, gloo): SMP v2 local checkpoints the way AWS documents them (replication groups from
 state.ranker.get_rep_groups(), sm_state_dict_type(SM_LOCAL_STATE_DICT), async_save + maybe_finalize_async_calls,
 init_optim_state + load into a fresh model). Resuming must reproduce the uninterrupted run's losses exactly, for an
-FSDP1 HYBRID_SHARD model and for an FSDP2 (tsm.shard_model) one. argv[1]: a folder every rank shares."""
+FSDP1 HYBRID_SHARD model and for an FSDP2 (tsm.shard_model) one. argv[1]: a folder every rank shares.
+On CUDA (one GPU per rank, NCCL) it runs the same way; with fewer than 4 ranks the model is sharded over all of them."""
 from __future__ import annotations
 
 import copy
@@ -39,11 +40,14 @@ def batches(n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return out
 
 
+DEVICE = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available() else torch.device("cpu")
+
+
 def build(base: torch.nn.Module, kind: str) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
-    model = copy.deepcopy(base)
+    model = copy.deepcopy(base).to(DEVICE)
     if kind == "fsdp1":
-        model = FSDP(model, sharding_strategy=ShardingStrategy.HYBRID_SHARD, use_orig_params=True,
-                     device_id=torch.device("cpu"))
+        strategy = ShardingStrategy.HYBRID_SHARD if dist.get_world_size() >= 4 else ShardingStrategy.FULL_SHARD
+        model = FSDP(model, sharding_strategy=strategy, use_orig_params=True, device_id=DEVICE)
     else:
         model = tsm.shard_model(tsm.transform(model))
     return model, torch.optim.AdamW(model.parameters(), lr=0.05, weight_decay=0.1)
@@ -54,7 +58,7 @@ def train(model, opt, steps) -> list[float]:
     losses = []
     for x, y in steps:
         sl = slice(state.dp_rank * per, (state.dp_rank + 1) * per)
-        loss = lm_loss(model(x[sl]), y[sl])
+        loss = lm_loss(model(x[sl].to(DEVICE)), y[sl].to(DEVICE))
         loss.backward()
         opt.step()
         opt.zero_grad()
@@ -76,7 +80,7 @@ def replication_group():
 
 def scenario(base: torch.nn.Module, kind: str, root: str) -> dict:
     reset_state()
-    tsm.init({"hybrid_shard_degree": 2})
+    tsm.init({"hybrid_shard_degree": 2} if dist.get_world_size() >= 4 else {})
     data = batches(4)
     model, opt = build(base, kind)
     first = train(model, opt, data[:2])
@@ -106,7 +110,9 @@ def scenario(base: torch.nn.Module, kind: str, root: str) -> dict:
 
 def main() -> None:
     torch.manual_seed(0)
-    dist.init_process_group("gloo")
+    if DEVICE.type == "cuda":
+        torch.cuda.set_device(DEVICE)
+    dist.init_process_group("nccl" if DEVICE.type == "cuda" else "gloo")
     base = GPT(CFG)
     for kind in ("fsdp1", "fsdp2"):
         row = scenario(base, kind, sys.argv[1])

@@ -10,6 +10,7 @@ import os
 from concurrent.futures import Future
 from typing import Any
 
+import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
@@ -17,6 +18,32 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_state
 from torch.optim import Optimizer
 
 _PENDING: list[Future] = []
+class _Twins(dict):
+    """rank list -> a gloo group over the same ranks (see _cpu_capable); a class so that teardown can hold a weak
+    reference to it."""
+
+
+_CPU_TWINS = _Twins()
+
+
+def _cpu_capable(process_group: Any) -> Any:
+    """A group DCP can write in the background with: the given one when it has a CPU backend, else a gloo group
+    over the same ranks. GPU scripts make NCCL-only groups (init_process_group("nccl"), dist.new_group(ranks)), and
+    DCP's async_save runs its planning collectives from a background thread on CPU. The twin is made by the group's
+    own members only (use_local_synchronization: every member calls async_save with it, in the same order)."""
+    if not dist.is_initialized():
+        return process_group
+    group = process_group if process_group is not None else dist.group.WORLD
+    if torch.device("cpu") in group._device_types:
+        return process_group
+    ranks = tuple(dist.get_process_group_ranks(group))
+    if ranks not in _CPU_TWINS:
+        if not _CPU_TWINS:
+            from .teardown import release_at_exit
+
+            release_at_exit(_CPU_TWINS, _Twins.clear)  # their gloo threads are joined before finalization
+        _CPU_TWINS[ranks] = dist.new_group(list(ranks), backend="gloo", use_local_synchronization=True)
+    return _CPU_TWINS[ranks]
 
 
 def _group_members(process_group: Any, coordinator_rank: int | None) -> None:
@@ -65,7 +92,7 @@ def async_save(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike |
     """Stage to host memory and write in the background; call :func:`maybe_finalize_async_calls` later.
     ``queue`` (SMP's queue of pending saves) is accepted; this runtime keeps its own list."""
     _group_members(process_group, coordinator_rank)
-    future = dcp.async_save(state_dict, process_group=process_group, planner=planner,
+    future = dcp.async_save(state_dict, process_group=_cpu_capable(process_group), planner=planner,
                             **_storage(checkpoint_id, storage_writer, None, write=True))
     _PENDING.append(future)
     return future
