@@ -17,7 +17,7 @@ PATHS = ["torch.sagemaker", "torch.sagemaker.checkpoint.utils", "torch.sagemaker
          "torch.sagemaker.distributed.fsdp.checkpoint", "torch.sagemaker.delayed_param", "torch.sagemaker.grad_norm",
          "torch.sagemaker.logger", "torch.sagemaker.utils.utils", "torch.sagemaker.utils.process_group_utils",
          "torch.sagemaker.nn.attn", "torch.sagemaker.tensor_parallel.transformer", "torch.sagemaker.moe.moe_config",
-         "torch.sagemaker.distributed.checkpoint.state_dict_utils"]
+         "torch.sagemaker.distributed.checkpoint.state_dict_utils", "torch.sagemaker.distributed.checkpoint.s3_filesystem"]
 
 
 @pytest.mark.parametrize("path", PATHS)
