@@ -234,12 +234,25 @@ class S3FileSystemWriter(_S3Prefix, FileSystemWriter):
 class S3FileSystemReader(_S3Prefix, FileSystemReader):
     """DCP ``StorageReader`` for ``s3://bucket/prefix``: downloads ``.metadata`` and the files this rank reads.
 
+    Made (or reset to a new id) only for a checkpoint that exists: a missing bucket or ``.metadata`` raises
+    FileNotFoundError at once, because torch 2.11's ``load`` swallows read_metadata's errors into "metadata is None".
     Keyword arguments: ``region``, ``staging_dir`` (where downloads are kept during the load); others are ignored."""
 
     def __init__(self, path: str, region: str | None = None, staging_dir: str | None = None, **_: Any) -> None:
         _S3Prefix.__init__(self, path, region, staging_dir)
         FileSystemReader.__init__(self, self._uri)
         self._folder: str | None = None
+        self._check_checkpoint()
+
+    def _check_checkpoint(self) -> None:
+        self._check_bucket()
+        # Rank-local metadata (DCP without collectives) is the alternative; rank 0's stands for all, as in DCP.
+        if not self._exists(_METADATA) and not self._exists(f"__0{_METADATA}"):
+            raise FileNotFoundError(self._missing(_METADATA))
+
+    def _missing(self, name: str) -> str:
+        return (f"no DCP checkpoint at {self._uri}: {self._object_uri(name)} does not exist (never saved there, or "
+                "the save did not finish); check the checkpoint_id")
 
     @property
     def checkpoint_id(self) -> str:
@@ -250,10 +263,11 @@ class S3FileSystemReader(_S3Prefix, FileSystemReader):
         return isinstance(checkpoint_id, str) and checkpoint_id.startswith("s3://")
 
     def reset(self, checkpoint_id: Any = None) -> None:
-        if checkpoint_id:
-            self._set_uri(checkpoint_id)
         self._release()
         FileSystemReader.reset(self)
+        if checkpoint_id and parse_s3_uri(checkpoint_id) != (self._bucket, self._key):
+            self._set_uri(checkpoint_id)
+            self._check_checkpoint()
 
     def _local(self) -> str:
         if self._folder is None:
@@ -281,8 +295,7 @@ class S3FileSystemReader(_S3Prefix, FileSystemReader):
         if not (Path(self._local()) / name).exists():
             self._check_bucket()
             if not self._exists(name):
-                raise FileNotFoundError(f"no DCP checkpoint at {self._uri}: {self._object_uri(name)} does not exist "
-                                        "(never saved there, or the save did not finish); check the checkpoint_id")
+                raise FileNotFoundError(self._missing(name))
             self._download(name)
         return FileSystemReader.read_metadata(self, *args, **kwargs)
 
