@@ -204,8 +204,9 @@ class S3FileSystemWriter(_S3Prefix, FileSystemWriter):
         folder = str(self.path)
         results = FileSystemWriter.write_data(self, plan, planner).wait()
         uploaded = self._upload_new(folder, set())
-        if self._is_coordinator:
-            self._uploaded = uploaded  # finish uploads .metadata, then drops the folder
+        # finish (the coordinator's; every rank's without collectives) uploads the metadata, then drops the folder
+        if self._is_coordinator or not getattr(self, "use_collectives", True):
+            self._uploaded = uploaded
         else:
             self._drop_folder(folder)
         done: Future = Future()
