@@ -95,6 +95,15 @@ class _S3Prefix:
         # Staging folders go when the object does (a failed save never reaches its cleanup step).
         weakref.finalize(self, _remove_folders, self._folders)
 
+    # before DCP's FileSystemWriter/Reader in both classes' MRO: the checkpoint is the s3:// URI, not a folder
+    @property
+    def checkpoint_id(self) -> str:
+        return self._uri
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: Any) -> bool:
+        return isinstance(checkpoint_id, str) and checkpoint_id.startswith("s3://")
+
     def _set_uri(self, uri: Any) -> None:
         self._bucket, self._key = parse_s3_uri(uri)
         self._uri = f"s3://{self._bucket}/{self._key}" if self._key else f"s3://{self._bucket}"
@@ -167,14 +176,6 @@ class S3FileSystemWriter(_S3Prefix, FileSystemWriter):
         FileSystemWriter.__init__(self, self._uri, **options)
         self._is_coordinator = True
         self._uploaded: set[str] = set()
-
-    @property
-    def checkpoint_id(self) -> str:
-        return self._uri
-
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id: Any) -> bool:
-        return isinstance(checkpoint_id, str) and checkpoint_id.startswith("s3://")
 
     def reset(self, checkpoint_id: Any = None) -> None:
         if checkpoint_id:
@@ -254,14 +255,6 @@ class S3FileSystemReader(_S3Prefix, FileSystemReader):
     def _missing(self, name: str) -> str:
         return (f"no DCP checkpoint at {self._uri}: {self._object_uri(name)} does not exist (never saved there, or "
                 "the save did not finish); check the checkpoint_id")
-
-    @property
-    def checkpoint_id(self) -> str:
-        return self._uri
-
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id: Any) -> bool:
-        return isinstance(checkpoint_id, str) and checkpoint_id.startswith("s3://")
 
     def reset(self, checkpoint_id: Any = None) -> None:
         self._release()
