@@ -75,6 +75,16 @@ def test_progress_plain_lines_show_each_transition() -> None:
                      "[algo-1] hello", "[smdist] job-1: Completed / Completed"]
 
 
+def test_progress_of_a_job_first_seen_ended_shows_each_transition_with_its_status_then() -> None:
+    # a short job (or a slow first poll): the whole history arrives in one answer
+    lines: list[str] = []
+    Progress("job-1", lines.append).update({"TrainingJobStatus": "Completed", "SecondaryStatus": "Completed",
+                                             "SecondaryStatusTransitions": [{"Status": "Starting"}, {"Status": "Training"},
+                                                                            {"Status": "Completed"}]})
+    assert lines == ["[smdist] job-1: InProgress / Starting", "[smdist] job-1: InProgress / Training",
+                     "[smdist] job-1: Completed / Completed"]
+
+
 def test_progress_live_line_is_rewritten(monkeypatch: pytest.MonkeyPatch) -> None:
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)

@@ -14,6 +14,11 @@ def transitions(description: dict[str, Any]) -> list[tuple[str, str]]:
     return [(t.get("Status", ""), t.get("StatusMessage", "")) for t in description.get("SecondaryStatusTransitions") or []]
 
 
+# the primary status while a secondary status lasted (SageMaker's pairs); anything else is InProgress
+_STATUS_DURING = {"Stopping": "Stopping", "Stopped": "Stopped", "MaxRuntimeExceeded": "Stopped",
+                  "Completed": "Completed", "Failed": "Failed"}
+
+
 class Progress:
     """Feed it every DescribeTrainingJob answer; it shows what changed since the last one. Log lines go through
     log_line() so they appear above the live line."""
@@ -42,8 +47,10 @@ class Progress:
     def update(self, description: dict[str, Any]) -> None:
         status = description.get("TrainingJobStatus", "")
         steps = transitions(description)
-        for secondary, message in steps[self._seen:]:
-            self._show(f"[smdist] {self._job}: {status} / {secondary}" + (f": {message}" if message else ""))
+        for i, (secondary, message) in enumerate(steps[self._seen:], start=self._seen):
+            # a transition seen late (a short job, a slow poll) shows the status the job had then, not now
+            then = status if i == len(steps) - 1 else _STATUS_DURING.get(secondary, "InProgress")
+            self._show(f"[smdist] {self._job}: {then} / {secondary}" + (f": {message}" if message else ""))
         if status != self._status and len(steps) == self._seen:  # a status change with no new secondary status
             secondary = description.get("SecondaryStatus")
             self._show(f"[smdist] {self._job}: {status}" + (f" / {secondary}" if secondary else ""))
