@@ -115,3 +115,28 @@ def test_code_source_comes_from_the_estimator_when_it_knows():
         source_dir_path = "/somewhere/else"
 
     assert local_code_source(tiny_plan(source_dir="."), Est()) == Path("/somewhere/else")
+
+
+def test_dependencies_are_staged_next_to_the_code_like_sagemaker(tmp_path: Path) -> None:
+    from smdist_launcher import PyTorch
+    from smdist_launcher.backends.local.staging import prepare_local_run
+
+    src, lib = tmp_path / "src", tmp_path / "shared" / "mylib"
+    src.mkdir()
+    (src / "train.py").write_text("import mylib, helpers\n")
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text("")
+    (tmp_path / "shared" / "helpers.py").write_text("")
+    est = PyTorch(entry_point="train.py", source_dir=str(src), instance_type="local", instance_count=2,
+                  framework_version="2.3", py_version="py311",
+                  dependencies=[str(lib), str(tmp_path / "shared" / "helpers.py")])
+    plan, code = prepare_local_run(est.plan(), est)
+    hosts = _hosts(tmp_path)
+    stage_code(code, hosts, keep_out=tmp_path / "jobs")
+    for paths in hosts.values():
+        names = sorted(p.relative_to(paths.code_dir).as_posix() for p in paths.code_dir.rglob("*"))
+        assert names == ["helpers.py", "mylib", "mylib/__init__.py", "train.py"]
+    missing = PyTorch(entry_point="train.py", source_dir=str(src), instance_type="local", instance_count=1,
+                      framework_version="2.3", py_version="py311", dependencies=[str(tmp_path / "nope")])
+    with pytest.raises(FileNotFoundError, match="dependencies: .*nope does not exist"):
+        prepare_local_run(missing.plan(), missing)

@@ -137,14 +137,14 @@ def run_job(plan, *, estimator=None, wait: bool = True, logs=True, jobs_root=Non
             image: str | None = None):
     """Like backends.local.run_job, each simulated host a container of the smdist image."""
     from ..local.jobdir import JobDir, jobs_root as resolve_jobs_root
-    from ..local.staging import local_code_source
+    from ..local.staging import prepare_local_run
 
     require_engine()
     chosen = image_of(dict(os.environ), image)
     require_image(chosen)
-    code_source = local_code_source(plan, estimator)
+    plan, code = prepare_local_run(plan, estimator)
     job_dir = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
-    job = DockerJob(plan, job_dir, logs=logs, grace=grace, code_source=code_source, image=chosen)
+    job = DockerJob(plan, job_dir, logs=logs, grace=grace, code=code, image=chosen)
     if wait:
         return job.wait()
     job.start_in_background()

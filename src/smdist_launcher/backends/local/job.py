@@ -18,7 +18,6 @@ from typing import Any
 from ...contract import MLPaths, write_host_config
 from ...errors import JobFailedError
 from ...plan.model import LaunchPlan
-from ..source_tree import check_source_links
 from . import records
 from .addressing import free_port, host_addresses, pick_address_block, split_gpus, visible_gpus
 from .console import JobConsole, console_for
@@ -30,7 +29,7 @@ from .logs import LogMux
 from .outputs import checkpoint_dir, collect_outputs, restore_checkpoints, save_checkpoints
 from ...container.stack_dumps import STACKS_ON_STOP_ENV
 from .stack_dumps import RankStack, dump_stacks
-from .staging import local_code_source, stage_channels, stage_code, with_model_channel
+from .staging import LocalCode, prepare_local_run, stage_channels, stage_code
 from .supervisor import HostLaunch, Interrupted, Outcome, Supervisor, stop_signals_interrupt
 
 GPU_INSTANCE_TYPES = ("local_gpu",)
@@ -40,9 +39,9 @@ class LocalJob:
     """A local training job: SageMaker's `estimator.latest_job` for local mode."""
 
     def __init__(self, plan: LaunchPlan, job_dir: JobDir, *, logs: Any = True, grace: float = 5.0,
-                 environ: dict[str, str] | None = None, code_source: Path | None = None) -> None:
+                 environ: dict[str, str] | None = None, code: LocalCode | None = None) -> None:
         self.plan = plan
-        self.code_source = code_source
+        self.code = code
         self.dir = job_dir
         self.job_name = plan.job_name
         self.job_id = f"{plan.job_name}-{uuid.uuid4().hex[:12]}"
@@ -172,7 +171,7 @@ class LocalJob:
         plan_dict = run_plan.to_dict()
         hosts = {h: write_host_config(self.dir.host_root(h), plan_dict, h, channels=modes) for h in names}
         stage_channels(plan, hosts, self.dir.staging_dir)
-        stage_code(self.code_source, hosts, keep_out=self.dir.root.parent)
+        stage_code(self.code, hosts, keep_out=self.dir.root.parent)
         restored = restore_checkpoints(plan, hosts)
         if restored:
             self.console.note(f"restored {restored} checkpoint file(s) from {plan.checkpoint_s3_uri}")
@@ -253,13 +252,9 @@ def run_job(plan: LaunchPlan, *, estimator: Any = None, wait: bool = True, logs:
     """Run `plan` locally. wait=True blocks and raises JobFailedError unless the job completed;
     wait=False returns at once (call .wait()). `estimator` (optional) tells where a relative
     source_dir lives (its job file's folder); without it, the working directory."""
-    code_source = local_code_source(plan, estimator)
-    # the same link rule as the SageMaker archive, checked before the job folder exists
-    follow = bool(getattr(getattr(estimator, "spec", None), "follow_symlinks", False))
-    check_source_links(code_source, follow_symlinks=follow)
-    plan = with_model_channel(plan, estimator)
+    plan, code = prepare_local_run(plan, estimator)
     job_dir = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
-    job = LocalJob(plan, job_dir, logs=logs, grace=grace, code_source=code_source)
+    job = LocalJob(plan, job_dir, logs=logs, grace=grace, code=code)
     if wait:
         return job.wait()
     job.start_in_background()

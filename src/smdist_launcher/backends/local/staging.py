@@ -10,10 +10,12 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...contract import MLPaths
 from ...plan.model import Channel, LaunchPlan
+from ..source_tree import check_source_links
 from ..storage import s3 as s3io
 from ..storage.locations import Location, parse_location
 
@@ -126,9 +128,53 @@ def with_model_channel(plan: LaunchPlan, estimator: object = None) -> LaunchPlan
     return plan.model_copy(update={"channels": {**plan.channels, name: channel}})
 
 
-def stage_code(source: Path | None, hosts: dict[str, MLPaths], keep_out: Path) -> None:
-    """Copy the code into each host's code/. None (s3://) is left to the runtime, which unpacks
-    sagemaker_submit_directory itself."""
+@dataclass(frozen=True)
+class LocalCode:
+    """The code a local-type job copies into each host: source_dir (or the lone entry point; None for an s3://
+    archive the runtime unpacks) and the estimator's dependencies, each under its base name as on SageMaker."""
+
+    source: Path | None
+    dependencies: tuple[Path, ...] = ()
+
+
+def local_dependencies(estimator: object = None) -> tuple[Path, ...]:
+    """The estimator's dependencies as local paths (relative ones against its job file's folder or the cwd)."""
+    spec = getattr(estimator, "spec", None)
+    base = Path(getattr(spec, "base_dir", None) or ".")
+    return tuple(base / d for d in getattr(spec, "dependencies", None) or [])
+
+
+def prepare_local_run(plan: LaunchPlan, estimator: object = None) -> tuple[LaunchPlan, LocalCode]:
+    """What every local-type backend does before its job folder exists: find the code (checked against the same
+    link rule as the SageMaker archive) and give model_uri to the job as its channel."""
+    code = LocalCode(local_code_source(plan, estimator), local_dependencies(estimator))
+    follow = bool(getattr(getattr(estimator, "spec", None), "follow_symlinks", False))
+    check_source_links(code.source, follow_symlinks=follow)
+    for dependency in code.dependencies:
+        if not dependency.exists():
+            raise FileNotFoundError(f"dependencies: {dependency} does not exist")
+        check_source_links(dependency, follow_symlinks=follow, what="dependencies")
+    return with_model_channel(plan, estimator), code
+
+
+def stage_code(code: LocalCode | Path | None, hosts: dict[str, MLPaths], keep_out: Path) -> None:
+    """Copy the code into each host's code/, then each dependency under its base name. No source (s3://) is left
+    to the runtime, which unpacks sagemaker_submit_directory itself."""
+    if not isinstance(code, LocalCode):
+        code = LocalCode(code)
+    _stage_source(code.source, hosts, keep_out)
+    for dependency in code.dependencies:
+        for paths in hosts.values():
+            paths.code_dir.mkdir(parents=True, exist_ok=True)
+            target = paths.code_dir / dependency.name
+            if dependency.is_dir():
+                shutil.copytree(dependency, target, ignore=shutil.ignore_patterns(*_CODE_IGNORE), symlinks=True,
+                                dirs_exist_ok=True)
+            else:
+                shutil.copy2(dependency, target)
+
+
+def _stage_source(source: Path | None, hosts: dict[str, MLPaths], keep_out: Path) -> None:
     if source is None:
         return
     if source.is_file():

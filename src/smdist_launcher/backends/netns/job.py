@@ -106,12 +106,12 @@ class NetnsJob(LocalJob):
 def run_job(plan, *, estimator=None, wait: bool = True, logs=True, jobs_root=None, grace: float = 5.0):  # type: ignore[no-untyped-def]
     """Like backends.local.run_job, each simulated host in its own network namespace with a real sshd."""
     from ..local.jobdir import JobDir, jobs_root as resolve_jobs_root
-    from ..local.staging import local_code_source
+    from ..local.staging import prepare_local_run
 
     check_available()
-    code_source = local_code_source(plan, estimator)
+    plan, code = prepare_local_run(plan, estimator)
     job_dir = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
-    job = NetnsJob(plan, job_dir, logs=logs, grace=grace, code_source=code_source)
+    job = NetnsJob(plan, job_dir, logs=logs, grace=grace, code=code)
     if wait:
         return job.wait()
     job.start_in_background()

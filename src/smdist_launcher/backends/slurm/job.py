@@ -21,7 +21,7 @@ from ..local import records
 from ..local.console import JobConsole, console_for
 from ..local.jobdir import JobDir, jobs_root as resolve_jobs_root
 from ..local.outputs import restore_checkpoints
-from ..local.staging import local_code_source, stage_channels, stage_code
+from ..local.staging import prepare_local_run, stage_channels, stage_code
 from . import scheduler
 from .finish import finalize
 from .options import SlurmOptions
@@ -209,7 +209,7 @@ def submit_slurm_job(plan: LaunchPlan, options: SlurmOptions | None = None, *, e
     """Stage the job folder (it must be on a path every node shares) and sbatch the plan's script."""
     options = options or SlurmOptions()
     script = sbatch_script(plan, options)  # before anything is written: bad options fail here
-    code_source = local_code_source(plan, estimator)
+    plan, code = prepare_local_run(plan, estimator)
     job = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
     job.plan_file.write_text(plan.to_json())
     record = records.JobRecord(job_name=plan.job_name, job_id=f"{plan.job_name}-slurm", job_dir=str(job.root),
@@ -222,7 +222,7 @@ def submit_slurm_job(plan: LaunchPlan, options: SlurmOptions | None = None, *, e
                                  for h in plan.host_names}
     try:
         stage_channels(plan, hosts, job.staging_dir)
-        stage_code(code_source, hosts, keep_out=job.root.parent)
+        stage_code(code, hosts, keep_out=job.root.parent)
         restore_checkpoints(plan, hosts)
         slurm_dir = job.root / "slurm"
         slurm_dir.mkdir(exist_ok=True)
