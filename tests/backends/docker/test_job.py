@@ -11,6 +11,7 @@ from smdist_launcher.backends.local import records
 from smdist_launcher.backends.local.process_sweep import job_processes
 from smdist_launcher.estimators.base import estimator_from_job_file
 
+from ..hanging_job import start_hanging_job
 from .conftest import EXAMPLE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]  # the first run builds the base image
@@ -50,39 +51,14 @@ def test_no_engine_names_the_process_backend(tmp_path, monkeypatch):
     assert not (tmp_path / "docker-none").exists()  # refused before anything was made
 
 
-HANG_AFTER_READY = '''
-import os, time
-import torch.distributed as dist
-if "OMPI_COMM_WORLD_RANK" in os.environ:
-    os.environ.update(RANK=os.environ["OMPI_COMM_WORLD_RANK"], WORLD_SIZE=os.environ["OMPI_COMM_WORLD_SIZE"])
-dist.init_process_group("gloo")
-dist.barrier()
-print(f"ready {dist.get_rank()} on {os.uname().nodename}", flush=True)
-time.sleep(3600)
-'''
-
-
 @pytest.mark.mpi
 def test_worker_container_killed_ends_the_job(use_engine, tmp_path):
     import time
 
-    from smdist_launcher import PyTorch
     from smdist_launcher.backends.docker import run_job
     from smdist_launcher.errors import JobFailedError
 
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "train.py").write_text(HANG_AFTER_READY)
-    est = PyTorch(entry_point="train.py", source_dir=str(src), instance_type="local", instance_count=2,
-                  framework_version="2.3", py_version="py311", max_run=900,
-                  distribution={"mpi": {"enabled": True, "processes_per_host": 2}})
-    job = run_job(est.plan(job_name="docker-kill"), estimator=est, jobs_root=tmp_path / "jobs", wait=False, logs=False)
-    log2 = job.job_dir / "logs" / "algo-2.log"
-    deadline = time.monotonic() + 600  # a bound on the set-up, not a measurement
-    while not (log2.exists() and "ready 3 on algo-2" in log2.read_text()):
-        assert job.record.status == records.IN_PROGRESS, job.diagnosis
-        assert time.monotonic() < deadline, "the ranks never came up"
-        time.sleep(0.2)
+    job = start_hanging_job(run_job, tmp_path, "docker-kill", setup_timeout_s=600)
     killed_at = time.monotonic()
     use_engine.docker("kill", "--signal", "KILL", job.record.hosts["algo-2"]["container"])
     with pytest.raises(JobFailedError):

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from smdist_launcher import PyTorch
 from smdist_launcher.backends.local import records
 from smdist_launcher.backends.local.process_sweep import job_processes
 from smdist_launcher.backends.netns.job import run_job
@@ -20,6 +19,7 @@ from smdist_launcher.backends.netns.network import NETNS_DIR, processes_in
 from smdist_launcher.errors import JobFailedError
 from smdist_launcher.estimators.base import estimator_from_job_file
 
+from ..hanging_job import start_hanging_job
 from .conftest import EXAMPLE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # 2 cores shared: torch imports dominate
@@ -59,34 +59,9 @@ def test_mnist_on_two_netns_hosts(netns_ready, tiny_mnist, tmp_path, launcher, c
     _assert_nothing_left(job)
 
 
-HANG_AFTER_READY = '''
-import os, time
-import torch.distributed as dist
-if "OMPI_COMM_WORLD_RANK" in os.environ:
-    os.environ.update(RANK=os.environ["OMPI_COMM_WORLD_RANK"], WORLD_SIZE=os.environ["OMPI_COMM_WORLD_SIZE"])
-dist.init_process_group("gloo")
-dist.barrier()
-print(f"ready {dist.get_rank()} on {os.uname().nodename}", flush=True)
-time.sleep(3600)
-'''
-
-
 @pytest.mark.mpi
 def test_worker_killed_with_sigkill_ends_the_job(netns_ready, tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "train.py").write_text(HANG_AFTER_READY)
-    est = PyTorch(entry_point="train.py", source_dir=str(src), instance_type="local", instance_count=2,
-                  framework_version="2.3", py_version="py311", max_run=900,
-                  distribution={"mpi": {"enabled": True, "processes_per_host": 2}})
-    job = run_job(est.plan(job_name="netns-kill"), estimator=est, jobs_root=tmp_path / "jobs", wait=False,
-                  logs=False)
-    log2 = job.job_dir / "logs" / "algo-2.log"
-    deadline = time.monotonic() + 300  # a bound on the set-up, not a measurement
-    while not (log2.exists() and "ready 3 on algo-2" in log2.read_text()):
-        assert job.record.status == records.IN_PROGRESS, job.diagnosis
-        assert time.monotonic() < deadline, "the ranks never came up"
-        time.sleep(0.2)
+    job = start_hanging_job(run_job, tmp_path, "netns-kill", setup_timeout_s=300)
     worker = job.record.hosts["algo-2"]["pid"]
     killed_at = time.monotonic()
     os.kill(worker, signal.SIGKILL)
