@@ -1,7 +1,7 @@
 import sys
 
 from smdist_launcher.container.commands import (host_option_indexes, is_mpirun, is_torchrun, mpirun_local,
-                                                resolve_python, torchrun_with_tee)
+                                                resolve_python, through_rank_entry, torchrun_with_tee)
 
 
 def test_resolve_python_and_torchrun():
@@ -27,3 +27,16 @@ def test_mpirun_local_adds_agent_once():
     assert "plm_rsh_agent" not in mpirun_local(argv, agent=False)
     assert "PYTHONPATH" in mpirun_local(argv, agent=False)
     assert host_option_indexes(argv) == {2}
+
+
+def test_every_python_rank_runs_through_the_rank_entry():
+    py, entry = sys.executable, ["-m", "smdist_launcher.container.rank_entry"]
+    assert through_rank_entry([py, "t.py", "--lr", "1"], "t.py") == [py, *entry, "t.py", "--lr", "1"]
+    torchrun = [py, "-m", "torch.distributed.run", "--tee", "3", "--nnodes", "2", "t.py", "--x", "t.py"]
+    assert through_rank_entry(torchrun, "t.py") == [*torchrun[:7], "--module", entry[1], "t.py", "--x", "t.py"]
+    mpi = ["mpirun", "-np", "4", "-x", "PATH", "smddprun", py, "-m", "mpi4py", "t.py", "--name", "python"]
+    assert through_rank_entry(mpi, "t.py") == [*mpi[:7], *entry, "-m", "mpi4py", "t.py", "--name", "python"]
+    # left alone: not a Python script, torchrun told how to run it, an argv without the script, already wrapped
+    for argv, ep in (([py, "t.sh"], "t.sh"), ([*torchrun[:3], "--no-python", "t.py"], "t.py"),
+                     (["/bin/sh", "t.sh"], "t.py"), ([py, *entry, "t.py"], "t.py")):
+        assert through_rank_entry(argv, ep) == argv

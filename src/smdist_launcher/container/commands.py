@@ -10,6 +10,7 @@ _TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 _MPIRUN_NAMES = ("mpirun", "mpiexec", "mpirun.real", "orterun")
 _HOST_OPTIONS = ("--host", "-host", "-H")
 RSH_AGENT_MODULE = "smdist_launcher.container.rsh_agent"
+RANK_ENTRY_MODULE = "smdist_launcher.container.rank_entry"
 
 
 def is_torchrun(argv: list[str]) -> bool:
@@ -84,3 +85,29 @@ def mpirun_local(argv: list[str], *, agent: bool | str) -> list[str]:
 def host_option_indexes(argv: list[str]) -> set[int]:
     """Positions of mpirun's --host values: they keep host NAMES (our agent maps them; errors read `node algo-2`)."""
     return {i + 1 for i, a in enumerate(argv[:-1]) if a in _HOST_OPTIONS}
+
+
+def through_rank_entry(argv: list[str], entry_point: str | None) -> list[str]:
+    """Every Python rank of the plan's program runs through container/rank_entry.py (it ends a rank whose script
+    finished without the gloo exit abort). `argv` is runnable already (resolve_python, mpirun_local, torchrun's tee):
+
+    - ``python [-m mpi4py] train.py ...`` (alone, or as mpirun's program) -> ``python -m rank_entry [-m mpi4py] train.py``
+    - ``python -m torch.distributed.run ... train.py ...`` -> ``... -m rank_entry train.py ...`` (torchrun's --module)
+
+    Programs that are not Python scripts, and argv this does not recognize, are left as they are."""
+    if not entry_point or not entry_point.endswith(".py") or RANK_ENTRY_MODULE in argv:
+        return argv
+    if is_torchrun(argv):
+        start = 3 if argv[0] == sys.executable else 1
+        if any(a in ("--no-python", "--no_python", "-m", "--module") for a in argv[start:]):
+            return argv
+        i = _index(argv, entry_point, start)
+        return argv if i is None else [*argv[:i], "--module", RANK_ENTRY_MODULE, *argv[i:]]
+    i = _index(argv, sys.executable, 0)  # the rank program's interpreter (mpirun's program, or the host's own)
+    if i is None or _index(argv, entry_point, i + 1) is None:
+        return argv
+    return [*argv[:i + 1], "-m", RANK_ENTRY_MODULE, *argv[i + 1:]]
+
+
+def _index(argv: list[str], token: str, start: int) -> int | None:
+    return next((i for i in range(start, len(argv)) if argv[i] == token), None)

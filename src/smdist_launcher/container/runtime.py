@@ -20,7 +20,8 @@ from ..contract.hyperparameters import to_cmd_args
 from ..contract.secrets import (SECRET_HPS_ENV, decode_secret_env, redact_argv, redact_hyperparameters_raw,
                                 restore_argv, secret_hyperparameters)
 from .addressing import HOST_MAP_ENV, map_token, parse_host_map
-from .commands import host_option_indexes, is_mpirun, is_torchrun, mpirun_local, resolve_python, torchrun_with_tee
+from .commands import (host_option_indexes, is_mpirun, is_torchrun, mpirun_local, resolve_python, through_rank_entry,
+                       torchrun_with_tee)
 from .console import Console
 from .environment import load_plan, process_env, recorded_environment, write_environment_file
 from .fallback_plan import plan_from_contract
@@ -172,6 +173,10 @@ class HostRuntime:
         return self._with_secrets(argv), splitter
 
     def _runnable_argv(self) -> tuple[list[str], LineSplitter]:
+        argv, splitter = self._launcher_argv()
+        return through_rank_entry(argv, self.plan.get("entry_point")), splitter
+
+    def _launcher_argv(self) -> tuple[list[str], LineSplitter]:
         argv = resolve_python([str(a) for a in self.host_plan.get("argv") or []])
         if not argv:
             raise ValueError(f"plan host {self.host}: role {self.host_plan['role']!r} needs a non-empty argv")
@@ -284,7 +289,9 @@ class HostRuntime:
                 codes = self.server.exit_codes
                 self.console.say(f"orted exited ({', '.join(map(str, codes))}); the master's mpirun is done")
                 # orted exits 0 even when another rank failed: the job's outcome is the master's.
-                outcome = self._await_master_outcome(MASTER_DONE_WAIT_S if self.sshd else STOP_GRACE_S * 2)
+                # Returns as soon as the master's verdict is there; the bound only matters for a master that never
+                # writes one, and a loaded machine can take seconds to end a master's mpirun.
+                outcome = self._await_master_outcome(MASTER_DONE_WAIT_S)
                 if outcome in ("failed", "gone"):
                     self.console.say(f"the MPI master {outcome}: this host fails with it")
                 return 0 if all(c == 0 for c in codes) and outcome not in ("failed", "gone") else 1
