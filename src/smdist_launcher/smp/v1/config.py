@@ -38,8 +38,14 @@ _INTS = ("pipeline_parallel_degree", "tensor_parallel_degree", "microbatches", "
 _BOOLS = ("ddp", "auto_partition", "offload_activations", "fp16", "bf16")
 _CHOICES = {"pipeline": PIPELINES, "placement_strategy": PLACEMENTS, "optimize": OPTIMIZE}
 _HANDLED = frozenset(V1Config.__dataclass_fields__) | {"partitions"}
+# Keys AWS's library takes in smp.init(config) that the SDK's mp_parameters list lacks, with why they change
+# nothing here (AWS's sharded-data-parallel GPT-2 example passes static_mode).
+_INIT_ONLY = {
+    "static_mode": "it is an execution-mode switch of SMP's own engine (not in AWS's parameter reference); here "
+                   "each step runs as torch executes it, with the same results either way",
+}
 # Every other SMP key (the contract's list) is accepted for compatibility and has no effect here.
-_IGNORED = ALL_KEYS - _HANDLED
+_IGNORED = (ALL_KEYS | frozenset(_INIT_ONLY)) - _HANDLED
 
 
 # Parsed and checked like SMP does, but nothing here acts on them (said once when set to a non-default value).
@@ -64,6 +70,10 @@ def parse_v1(raw: Mapping[str, Any], where: str = KEY_PATH) -> V1Config:
         raw.pop("partitions", None)
     for key, value in raw.items():
         path = f"{where}.{key}"
+        if key in _INIT_ONLY:
+            warn_once(f"param-{key}", f"parameter {key}={value!r} is accepted and has no effect here: "
+                      f"{_INIT_ONLY[key]}")
+            continue
         if key in _IGNORED:
             warn_once(f"param-{key}", f"parameter {key}={value!r} is accepted for compatibility and has no effect "
                       "in this runtime (docs/compat.md lists each SMP v1 parameter)")

@@ -102,5 +102,34 @@ class DistributedOptimizer:
                         per_param[key] = DTensor.from_local(value.to(local.device), p.device_mesh, p.placements,
                                                             shape=p.shape, stride=p.stride())
 
+    # --- SMP's parameter bookkeeping (AWS's fp16 helpers and state.param_name_to_index_tp_group use it) ---------
+    def _param_id_to_index(self) -> dict[int, int]:
+        """id(parameter) -> its index in ``state_dict()["state"]``, numbered as torch's Optimizer.state_dict does
+        (positions across the param groups in order)."""
+        self._remap_params()
+        out: dict[int, int] = {}
+        start = 0
+        for group in self.optimizer.param_groups:
+            for i, p in enumerate(group["params"], start):
+                out.setdefault(id(p), i)
+            start += len(group["params"])
+        return out
+
+    def param_name_to_index(self) -> dict[str, int]:
+        """Name (as ``model.local_named_parameters()`` gives it) -> optimizer state index, for this rank's
+        parameters that the optimizer holds."""
+        ids = self._param_id_to_index()
+        return {name: ids[id(p)] for name, p in self._local_named_parameters() if id(p) in ids}
+
+    def _param_index_to_param_local(self) -> dict[int, torch.Tensor]:
+        ids = self._param_id_to_index()
+        return {ids[id(p)]: p for _, p in self._local_named_parameters() if id(p) in ids}
+
+    @staticmethod
+    def _local_named_parameters() -> list[tuple[str, torch.Tensor]]:
+        if state.model is None:
+            raise RuntimeError("smp: parameter names come from the smp.DistributedModel; create it first")
+        return list(state.model.local_named_parameters())
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.optimizer, name)

@@ -4,6 +4,11 @@ The smp side is the key layout of ``DistributedTransformerLMHead(pre_layernorm=T
 (GPT-2's layout: pre-LN layers, a final LayerNorm, the LM head tied to the word embedding). Hugging Face's
 Conv1D stores weights as [in, out]; nn.Linear as [out, in], so weights are transposed, and c_attn is split
 into query/key/value. A leading "module." (DistributedModel, DDP) is ignored on input.
+
+SMP swapped a Hugging Face GPT-2 built inside ``smp.tensor_parallelism()`` for DistributedTransformerLMHead, so
+AWS's scripts translate around every load/save. Here that model stays a Hugging Face model (its layers are split
+in place), so the layout-neutral translators (``translate_hf_state_dict_to_smdistributed``,
+``translate_state_dict_to_hf_gpt2``) translate into the layout the DistributedModel actually has.
 """
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ import re
 from typing import Mapping
 
 import torch
+
+from ...state import state as _v1_state
 
 _LAYER = re.compile(r"^h\.(\d+)\.(.+)$")
 _SMP_LAYER = re.compile(r"^transformer\.seq_layers\.(\d+)\.(.+)$")
@@ -67,10 +74,74 @@ def translate_hf_state_dict_to_smdistributed_gpt2(state_dict: Mapping[str, torch
     return out
 
 
+def _model_keys() -> list[str] | None:
+    """State-dict keys of the smp.DistributedModel's module, or None before one exists."""
+    model = _v1_state.model
+    if model is None:
+        return None
+    return list(model.module.state_dict(keep_vars=True).keys())
+
+
+def _is_smp_layout(keys: list[str]) -> bool:
+    return any(k == "word_embedding.weight" or _SMP_LAYER.match(k) for k in keys)
+
+
+def _to_model_hf_keys(state_dict: Mapping[str, torch.Tensor], model_keys: list[str]) -> dict[str, torch.Tensor]:
+    """A Hugging Face GPT-2 state dict keyed like the (Hugging Face) model: GPT2Model keys get "transformer." when
+    the model is a GPT2LMHeadModel; causal-mask buffers the checkpoint lacks are taken from the model (constants)."""
+    own = set(model_keys)
+    out: dict[str, torch.Tensor] = {}
+    for raw_key, value in state_dict.items():
+        key = _strip(raw_key, ("module.",))
+        if key not in own and "transformer." + key in own:
+            key = "transformer." + key
+        elif key not in own and key.startswith("transformer.") and key[len("transformer."):] in own:
+            key = key[len("transformer."):]
+        out[key] = value
+    model = _v1_state.model.module
+    for key in own - set(out):
+        if key.endswith((".attn.bias", ".attn.masked_bias")):
+            out[key] = model.get_buffer(key).detach().clone()
+    return out
+
+
+def translate_hf_state_dict_to_smdistributed(state_dict: Mapping[str, torch.Tensor],
+                                             max_seq_len: int | None = None) -> dict[str, torch.Tensor]:
+    """A Hugging Face GPT-2 state dict -> the layout of this process's smp.DistributedModel (AWS's GPT-2 example:
+    ``model.load_state_dict(translate_hf_state_dict_to_smdistributed(checkpoint["model"], seq_length))``).
+
+    A Hugging Face model under DistributedModel keeps its own keys, so they are only aligned with it; a
+    DistributedTransformerLMHead (or no model yet) gets translate_hf_state_dict_to_smdistributed_gpt2's keys.
+    ``max_seq_len`` sized SMP's causal-mask buffers: the smp layers build theirs from causal_mask_size and a
+    Hugging Face model keeps its own, so it is not needed.
+    """
+    keys = _model_keys()
+    if keys is not None and not _is_smp_layout(keys):
+        return _to_model_hf_keys(state_dict, keys)
+    return translate_hf_state_dict_to_smdistributed_gpt2(state_dict)
+
+
+def _causal_mask_buffers(out: dict[str, torch.Tensor], layers: set[str], max_seq_len: int) -> None:
+    for i in layers:
+        out.setdefault(f"transformer.h.{i}.attn.bias", torch.tril(
+            torch.ones(max_seq_len, max_seq_len, dtype=torch.bool)).view(1, 1, max_seq_len, max_seq_len))
+        out.setdefault(f"transformer.h.{i}.attn.masked_bias", torch.tensor(-1e4))
+
+
 def translate_state_dict_to_hf_gpt2(state_dict: Mapping[str, torch.Tensor],
                                     max_seq_len: int | None = None) -> dict[str, torch.Tensor]:
     """DistributedTransformerLMHead's state dict (full, e.g. model.state_dict() or smp.save(partial=False)) -> a
-    Hugging Face GPT2LMHeadModel state dict. ``max_seq_len`` adds the causal-mask buffers older versions keep."""
+    Hugging Face GPT2LMHeadModel state dict. ``max_seq_len`` adds the causal-mask buffers older versions keep.
+
+    A state dict that already has Hugging Face GPT-2 keys (the model here stays a Hugging Face model, see the
+    module docstring) is returned with "module." removed (and the mask buffers added for ``max_seq_len``)."""
+    plain = {_strip(k, ("module.",)): v for k, v in state_dict.items()}
+    if plain and not _is_smp_layout(list(plain)) and any(
+            k.startswith(("transformer.wte.", "transformer.h.")) for k in plain):
+        if max_seq_len is not None:
+            layers = {m.group(1) for k in plain if (m := _LAYER.match(k[len("transformer."):])) is not None}
+            _causal_mask_buffers(plain, layers, max_seq_len)
+        return plain
     out: dict[str, torch.Tensor] = {}
     layers: dict[str, dict[str, torch.Tensor]] = {}
     reverse_norms = {v: k for k, v in _NORMS.items()}
@@ -106,7 +177,5 @@ def translate_state_dict_to_hf_gpt2(state_dict: Mapping[str, torch.Tensor],
         pieces = [parts[n].t() if leaf == "weight" else parts[n] for n in ("query", "key", "value")]
         out[f"transformer.h.{i}.attn.c_attn.{leaf}"] = torch.cat(pieces, dim=-1).contiguous()
         if max_seq_len is not None and leaf == "weight":
-            out[f"transformer.h.{i}.attn.bias"] = torch.tril(
-                torch.ones(max_seq_len, max_seq_len, dtype=torch.bool)).view(1, 1, max_seq_len, max_seq_len)
-            out[f"transformer.h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+            _causal_mask_buffers(out, {i}, max_seq_len)
     return out
