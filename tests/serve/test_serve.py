@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from smdist_launcher.backends.sagemaker.logs import LOG_GROUP
 
-from .conftest import REGION, running_serve
+from .conftest import REGION, running_serve, use_client_environment
 
 TRAIN = r'''
 import json, os, socket, sys, time
@@ -26,9 +26,9 @@ if mode == "fail" and host == 1:
     print("about to fail", flush=True)
     sys.exit("the data is bad")
 if mode == "sleep":
+    print("sleeping", flush=True)  # before the pid file: a test that saw the file can count on the line
     with open(os.path.join(os.environ["PIDS_DIR"], f"{os.getpid()}"), "w") as f:
         f.write("x")
-    print("sleeping", flush=True)
     time.sleep(600)
 with open(os.path.join(os.environ["SM_MODEL_DIR"], f"model-{host}.txt"), "w") as f:
     f.write("weights")
@@ -44,6 +44,22 @@ print("seen " + json.dumps(seen, sort_keys=True), flush=True)
 with open(os.path.join(os.environ["SM_MODEL_DIR"], os.environ["SM_CURRENT_HOST"] + ".json"), "w") as f:
     json.dump(seen, f)
 '''
+
+
+def signed_request(url: str, target: str, body: bytes, *, credentials: Any = None,
+                   headers: dict[str, str] | None = None) -> Any:
+    """A urllib request signed with SigV4 by `credentials` (default: the environment's profile, as boto3 reads it)."""
+    import urllib.request
+
+    import boto3
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+
+    request = AWSRequest(method="POST", url=url, data=body, headers={
+        "X-Amz-Target": target, "Content-Type": "application/x-amz-json-1.1", **(headers or {})})
+    service = "logs" if target.startswith("Logs_") else "sagemaker"
+    SigV4Auth(credentials or boto3.Session().get_credentials(), service, REGION).add_auth(request)
+    return urllib.request.Request(url, data=body, method="POST", headers=dict(request.headers.items()))
 
 
 def _unique(name: str) -> str:
@@ -199,16 +215,16 @@ def test_requests_are_checked_against_the_service_model(clients: dict[str, Any],
     bad = json.dumps({"TrainingJobName": "x", "AlgorithmSpecification": {"TrainingInputMode": "File"},
                       "RoleArn": "r", "OutputDataConfig": {}, "ResourceConfig": {"VolumeSizeInGB": "thirty"},
                       "StoppingCondition": {}}).encode()
-    req = urllib.request.Request(url, data=bad, method="POST", headers={
-        "X-Amz-Target": "SageMaker.CreateTrainingJob", "Content-Type": "application/x-amz-json-1.1"})
+    req = signed_request(url, "SageMaker.CreateTrainingJob", bad)  # a raw request: signed as boto3 would
     with pytest.raises(urllib.error.HTTPError) as raw:
-        urllib.request.urlopen(req, timeout=10)
+        urllib.request.urlopen(req, timeout=60)
     answer = json.loads(raw.value.read())
     assert raw.value.code == 400 and answer["__type"] == "ValidationException"
     assert "ResourceConfig.VolumeSizeInGB" in answer["message"] and "S3OutputPath" in answer["message"]
 
 
-def test_netns_backend_runs_each_host_in_its_own_namespace(code: str, moto_endpoint: str, tmp_path: Path) -> None:
+def test_netns_backend_runs_each_host_in_its_own_namespace(code: str, moto_endpoint: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import boto3
 
     from smdist_launcher.backends.registry import PROBES
@@ -218,6 +234,7 @@ def test_netns_backend_runs_each_host_in_its_own_namespace(code: str, moto_endpo
         pytest.skip(why_not)
     name = _unique("served-netns")
     with running_serve(moto_endpoint, tmp_path, "netns") as url:
+        use_client_environment(monkeypatch, url, moto_endpoint)  # this serve's own profile
         sagemaker = boto3.client("sagemaker", endpoint_url=url, region_name=REGION)
         sagemaker.create_training_job(**_request(code, name))
         done = _wait(sagemaker, name)

@@ -3,7 +3,12 @@
 CreateTrainingJob / DescribeTrainingJob / StopTrainingJob / ListTrainingJobs and the CloudWatch Logs reads of
 training jobs; each job runs on this machine with --backend (auto: docker when its engine and image are there, else
 process). Point boto3 or the SageMaker SDK at it (endpoint_url, or AWS_ENDPOINT_URL_SAGEMAKER and
-AWS_ENDPOINT_URL_CLOUDWATCH_LOGS) and S3 at the same S3 server."""
+AWS_ENDPOINT_URL_CLOUDWATCH_LOGS) and S3 at the same S3 server.
+
+Every request must be signed (AWS SigV4) with serve's key: at start serve writes it as profile --profile (default
+smdist-serve) into this user's shared credentials file ($AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials, mode 0600)
+and prints the one `export ...` line a client needs. A key of your own: SMDIST_SERVE_ACCESS_KEY_ID and
+SMDIST_SERVE_SECRET_ACCESS_KEY in serve's environment. Jobs run as the serving user unless --run-as USER."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +20,9 @@ from .console import problem
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("serve", help="a SageMaker-compatible training API on this machine",
                               description=__doc__.splitlines()[0])
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; beyond loopback traffic is plain HTTP: see "
+                        "docs/security.md for a TLS proxy)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
     p.add_argument("--s3-endpoint-url", help="S3-compatible server for code, data and models (MinIO, moto); "
                                              "default: $SMDIST_S3_ENDPOINT_URL, else AWS S3")
@@ -27,6 +34,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="how each job's simulated hosts run (default auto: docker when a Docker engine answers and "
                         "the smdist image ($SMDIST_DOCKER_IMAGE or smdist-train:latest) is on it, else process; "
                         "netns only when asked for). Checked at start")
+    p.add_argument("--profile", default="smdist-serve",
+                   help="profile serve writes its key into, in the shared credentials file (default smdist-serve)")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="another name clients reach serve by (a TLS proxy's); requests whose Host is not serve's own "
+                        "address are refused")
+    p.add_argument("--run-as", metavar="USER",
+                   help="run every job's processes as USER, their host folders owned by it (process backend; serve "
+                        "must run as root). Recommended whenever serve runs as root")
     return p
 
 
@@ -42,7 +57,52 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.s3_endpoint_url:
         os.environ["SMDIST_S3_ENDPOINT_URL"] = args.s3_endpoint_url  # the local backend and the hosts read it
+    from ..serve.auth import credentials_file, key_pair_from, new_key_pair, write_profile
+
+    if args.run_as is not None:
+        why_not = run_as_problem(args.run_as, backend)
+        if why_not:
+            problem(f"smdist serve: --run-as {args.run_as}: {why_not}")
+            return 2
+    try:
+        keys = key_pair_from(os.environ) or new_key_pair()
+        path = credentials_file(os.environ)
+        write_profile(path, args.profile, keys)
+    except (OSError, ValueError) as e:
+        problem(f"smdist serve: cannot write the key into the credentials file: {e}")
+        return 2
     region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     serve(args.host, args.port, jobs_root(args.jobs_dir), region=region, processes_per_host=args.processes_per_host,
-          backend=backend, backend_why=why)
+          backend=backend, backend_why=why, keys=keys, profile=args.profile,
+          credentials=path if os.environ.get("AWS_SHARED_CREDENTIALS_FILE") else None, run_as=args.run_as,
+          allowed_hosts=tuple(args.allowed_host))
     return 0
+
+
+def run_as_problem(user: str, backend: str) -> str | None:
+    """Why jobs cannot be run as `user` here (one line), None when they can."""
+    import pwd
+
+    if backend != "process":
+        return f"works with --backend process only (this serve uses {backend})"
+    if os.geteuid() != 0:
+        return "serve must run as root to start processes as another user"
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        return f"no user named {user!r} on this machine"
+    # Each host runs this Python as that user: find out now, not at the first job, whether it can.
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run([sys.executable, "-c", "import smdist_launcher.container"], user=entry.pw_uid,
+                              group=entry.pw_gid, extra_groups=[], cwd="/", capture_output=True, text=True,
+                              timeout=120)
+    except (OSError, subprocess.SubprocessError) as e:
+        done = subprocess.CompletedProcess([], 1, "", str(e))
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["it failed"])[-1]
+        return (f"user {user} cannot run {sys.executable} with smdist-launcher ({why}); install it where that user "
+                "can read and run it (a venv outside /root, e.g. /opt/smdist)")
+    return None

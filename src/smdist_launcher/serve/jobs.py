@@ -24,7 +24,8 @@ _SECONDARY = {
 }
 _FINAL_SECONDARY = {"Completed": ("Completed", "Training job completed"), "Failed": ("Failed", "Training job failed"),
                     "Stopped": ("Stopped", "The job was stopped"),
-                    "MaxRuntimeExceeded": ("MaxRuntimeExceeded", "The job reached its MaxRuntimeInSeconds")}
+                    "MaxRuntimeExceeded": ("MaxRuntimeExceeded", "The job reached its MaxRuntimeInSeconds"),
+                    "Interrupted": ("Failed", "Training job failed: its launcher died before it ended")}
 
 
 @dataclass
@@ -34,6 +35,7 @@ class Settings:
     account: str = "123456789012"
     processes_per_host: int | None = None   # None: the job's own (1 per simulated host on CPU)
     backend: str = "process"                # a backends.registry name, already checked (registry.choose)
+    run_as: str | None = None               # the user every job's processes run as (process backend); None: ours
 
 
 @dataclass
@@ -158,7 +160,9 @@ class Jobs:
             estimator, inputs = estimator_for(job.request, self.settings, code if submit else None)
             plan = estimator.plan(inputs, job_name=job.name)
             run_job = run_job_of(self.settings.backend)
-            job.local = run_job(plan, estimator=estimator, wait=False, logs=False, jobs_root=self.settings.jobs_dir)
+            extra = {"run_as": self.settings.run_as} if self.settings.run_as else {}
+            job.local = run_job(plan, estimator=estimator, wait=False, logs=False, jobs_root=self.settings.jobs_dir,
+                                **extra)
         except Exception as exc:  # noqa: BLE001 - any failure to start is the job's FailureReason
             job.error = f"{type(exc).__name__}: {exc}"
             job.ended = time.time()
@@ -192,7 +196,8 @@ class Jobs:
         status = job.local.record.status
         if status == "InProgress":
             return "Stopping" if job.stopping else "InProgress"
-        return "Stopped" if status == "MaxRuntimeExceeded" else status
+        # SageMaker's TrainingJobStatus has neither: a job whose launcher died ended Failed (FailureReason says so)
+        return {"MaxRuntimeExceeded": "Stopped", "Interrupted": "Failed"}.get(status, status)
 
     def _transitions(self, job: ServedJob) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = [{"Status": "Starting", "StartTime": job.created,

@@ -31,6 +31,7 @@ class HostLaunch:
     argv: list[str]
     env: dict[str, str]
     cwd: Path
+    user: str | None = None   # run as this user (its primary group, no supplementary groups); None: as ours
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,12 @@ class Interrupted(Exception):
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
+def _primary_group(user: str) -> int:
+    import pwd
+
+    return pwd.getpwnam(user).pw_gid
+
+
 class Supervisor:
     def __init__(self, job_id: str, launches: list[HostLaunch], on_line: LineSink, *,
                  max_run: float | None = None, grace: float = 5.0,
@@ -87,10 +94,13 @@ class Supervisor:
         self.started_at = time.monotonic()
         try:
             for launch in self.launches:
+                # The credentials change before preexec_fn runs, so the parent-death signal it sets survives it.
+                drop: dict[str, Any] = ({"user": launch.user, "group": _primary_group(launch.user),
+                                         "extra_groups": []} if launch.user else {})
                 proc = subprocess.Popen(
                     launch.argv, env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                    preexec_fn=_TERM_WITH_PARENT,
+                    preexec_fn=_TERM_WITH_PARENT, **drop,
                 )
                 self.procs[launch.host] = proc
                 reader = threading.Thread(target=self._pump, args=(launch.host, proc), daemon=True,
