@@ -72,3 +72,22 @@ def test_instance_groups_are_shown_and_a_local_cluster_is_not_submitted(job_file
                                               "train: 2 × local (distribution), ")
     assert main(["submit", str(job_file)]) == 2
     assert "'local' runs on this machine; use `smdist run`" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["validate", "plan", "run"])
+def test_tag_without_a_valid_value_exits_2_naming_the_key(command: str, job_file: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # `!!int` with nothing after it made PyYAML raise IndexError: a traceback and exit 1 (issue 18)
+    monkeypatch.setenv("SMDIST_JOBS_DIR", str(tmp_path / "jobs"))
+    job_file.write_text(job_file.read_text().replace("instance_count: 2", "instance_count: !!int")
+                        .replace("epochs: 2", "epochs: 2\n  lr: !!float\n  fast: !!bool maybe"))
+    assert main([command, str(job_file)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{job_file}: instance_count: an empty value is not an integer (!!int); write an integer (e.g. !!int 2), "
+        "remove the tag, or quote the value to keep it as text",
+        f"{job_file}: hyperparameters.lr: an empty value is not a number (!!float); write a number "
+        "(e.g. !!float 0.5), remove the tag, or quote the value to keep it as text",
+        f"{job_file}: hyperparameters.fast: 'maybe' is not true or false (!!bool); write true or false "
+        "(e.g. !!bool true), remove the tag, or quote the value to keep it as text"]
+    assert not (tmp_path / "jobs").exists()  # nothing started

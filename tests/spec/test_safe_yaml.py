@@ -53,8 +53,8 @@ def test_deep_nesting_is_refused_without_recursion_error():
 
 @pytest.mark.parametrize("text, path, needle", [
     ("instance_count: " + "9" * 5000 + "\n", "instance_count", "an integer of 5000 digits; at most 100 digits"),
-    ("instance_count: !!int abc\n", "instance_count", "'abc' is not an integer (tagged int)"),
-    ("max_run: !!float xyz\n", "max_run", "'xyz' is not a number (tagged float)"),
+    ("instance_count: !!int abc\n", "instance_count", "'abc' is not an integer (!!int)"),
+    ("max_run: !!float xyz\n", "max_run", "'xyz' is not a number (!!float)"),
     ("hyperparameters:\n  steps: [1, !!int 2x]\n", "hyperparameters.steps[1]", "'2x' is not an integer"),
 ])
 def test_bad_numbers_name_their_key_path(text, path, needle):
@@ -77,3 +77,44 @@ def test_duplicate_keys_are_still_invalid_yaml():
 
     with pytest.raises(yaml.YAMLError, match="duplicate key 'a'"):
         safe_yaml.load("a: 1\na: 2\n")
+
+
+# Tags PyYAML cannot construct raise IndexError, KeyError, AttributeError, ... (not YAMLError): a traceback before
+@pytest.mark.parametrize("text, path, needle", [
+    ("instance_count: !!int\n", "instance_count", "an empty value is not an integer (!!int); write an integer "
+                                                  "(e.g. !!int 2), remove the tag, or quote the value"),
+    ("max_run: !!float\n", "max_run", "an empty value is not a number (!!float); write a number (e.g. !!float 0.5)"),
+    ("max_run: !!float ''\n", "max_run", "an empty value is not a number (!!float)"),
+    ("a:\n  b: &x !!int\n", "a.b", "an empty value is not an integer (!!int)"),
+    ("debug: !!bool\n", "debug", "an empty value is not true or false (!!bool)"),
+    ("debug: !!bool maybe\n", "debug", "'maybe' is not true or false (!!bool)"),
+    ("when: !!timestamp soon\n", "when", "'soon' is not a date or date-time (!!timestamp)"),
+    ("blob: !!binary x\n", "blob", "'x' is not base64 data (!!binary)"),
+    ("steps: !!int [1, 2]\n", "steps", "tagged !!int, which needs an integer, but holds a list"),
+    ("name: !!str {a: 1}\n", "name", "tagged !!str, which needs text, but holds a mapping"),
+    ("steps: !!seq 3\n", "steps", "tagged !!seq, which needs a list, but holds a single value"),
+    ("env: !!map x\n", "env", "tagged !!map, which needs a mapping, but holds a single value"),
+    ("env: !!set x\n", "env", "tagged !!set, which needs a mapping"),
+    ("env: !!omap x\n", "env", "tagged !!omap, which needs a list"),
+    ("env: !foo x\n", "env", "unknown tag !foo; a job file holds plain YAML"),
+    ("env: !!python/object:os.system x\n", "env", "unknown tag !!python/object:os.system"),
+    ("hyperparameters: {=: 1}\n", "hyperparameters", "'=' reads as YAML's !!value key"),
+    # no tag written: YAML resolved the plain value as a date, and it is not a valid one
+    ("base_job_name: 2024-13-45\n", "base_job_name", "'2024-13-45' reads as a date or date-time (!!timestamp) but "
+                                                      "is not a valid one; quote the value to keep it as text"),
+])
+def test_tags_that_cannot_be_read_name_their_key_path(text, path, needle):
+    [(got_path, message)] = messages(text)
+    assert got_path == path and needle in message
+
+
+def test_tag_errors_carry_the_bad_value_and_come_all_at_once():
+    with pytest.raises(YamlLimitError) as err:
+        safe_yaml.load("a: !!int\nb: !!bool nope\nc: !!seq 1\nd: !!int 2\ne: !!str ok\n")
+    assert [(i.path, i.value) for i in err.value.items] == [("a", ""), ("b", "nope"), ("c", "1")]
+
+
+def test_valid_tags_still_read():
+    assert safe_yaml.load("a: !!int 2\nb: !!float 1\nc: !!str 3\nd: !!bool yes\ne: !!null\nf: !!seq [1]\n"
+                          "g: !!binary aGk=\nh: !!set {x}\n") == \
+        {"a": 2, "b": 1.0, "c": "3", "d": True, "e": None, "f": [1], "g": b"hi", "h": {"x"}}

@@ -2,23 +2,22 @@
 
 PyYAML's SafeLoader already refuses arbitrary objects; it still lets a ~1 KB file expand (through aliases of
 aliases, a "billion laughs") into billions of values for whoever walks the result, recurses once per nesting
-level (5,000 `[` end in RecursionError), and raises bare ValueErrors for `!!int abc` or integers beyond
-Python's 4,300-digit conversion limit. Here the composed node graph is checked before anything is built:
-every problem becomes an ErrorItem with the key path and the limit."""
+level (5,000 `[` end in RecursionError), and raises bare ValueErrors, IndexErrors, KeyErrors... for `!!int abc`,
+an empty `!!int`, `!!bool maybe` or integers beyond Python's 4,300-digit conversion limit. Here the composed node
+graph is checked before anything is built: every problem becomes an ErrorItem with the key path and the limit."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..errors import ErrorItem
-from .error_items import item, show
+from .error_items import MISSING, item, show
 
 MAX_FILE_BYTES = 1024 * 1024          # a job file is a page of settings, not data
 MAX_DEPTH = 50                        # nesting levels (job files need < 10)
 MAX_EXPANDED_NODES = 100_000          # values after expanding every alias (aliases of aliases multiply)
 MAX_INT_DIGITS = 100                  # far beyond any count, size or seed
 
-_INT_TAG = "tag:yaml.org,2002:int"
-_FLOAT_TAG = "tag:yaml.org,2002:float"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
@@ -108,7 +107,7 @@ def check_nodes(root: Any, loader: Any) -> list[ErrorItem]:
                 children = [(v, f"{path}[{i}]") for i, v in enumerate(node.value)]
             else:
                 children = []
-                errors.extend(_scalar_problems(node, path or "<root>", loader))
+            errors.extend(_tag_problems(node, path or "<root>", loader))
             for child, child_path in children:
                 n, h = walk(child, child_path, depth + 1)
                 total, height = total + n, max(height, h + 1)
@@ -129,25 +128,83 @@ def check_nodes(root: Any, loader: Any) -> list[ErrorItem]:
     return errors
 
 
-def _scalar_problems(node: Any, path: str, loader: Any) -> list[ErrorItem]:
-    if node.tag == _INT_TAG:
-        digits = sum(c.isdigit() for c in node.value)
-        if digits > MAX_INT_DIGITS:
-            return [item(path, f"an integer of {digits} digits; at most {MAX_INT_DIGITS} digits are accepted",
-                         node.value)]
-        what, construct = "an integer", loader.construct_yaml_int
-    elif node.tag == _FLOAT_TAG:
-        if len(node.value) > MAX_INT_DIGITS * 2:
+_YAML = "tag:yaml.org,2002:"
+# scalar tags: (what the value must be, an example); constructing one runs PyYAML's own parser for that tag
+_SCALARS: dict[str, tuple[str, str]] = {
+    "int": ("an integer", "2"), "float": ("a number", "0.5"), "bool": ("true or false", "true"),
+    "timestamp": ("a date or date-time", "2024-01-31"), "binary": ("base64 data", "aGk="),
+    "null": ("null", "null"), "str": ("text", "abc"),
+}
+# collection tags: the node kind each needs
+_COLLECTIONS: dict[str, str] = {"seq": "a list", "omap": "a list", "pairs": "a list", "map": "a mapping",
+                                "set": "a mapping"}
+
+
+def _tag_text(tag: str) -> str:
+    return "!!" + tag[len(_YAML):] if tag.startswith(_YAML) else tag
+
+
+def _kind(node: Any) -> str:
+    import yaml
+
+    return "a list" if isinstance(node, yaml.SequenceNode) else "a mapping" if isinstance(node, yaml.MappingNode) \
+        else "a single value"
+
+
+def _written_tag(node: Any, loader: Any) -> bool:
+    """Whether the tag is in the text (`!!int x`, `&a !!int x`), not resolved by YAML from a plain value."""
+    start, end = node.start_mark.index, node.end_mark.index
+    text = loader.buffer[start:end] if isinstance(getattr(loader, "buffer", None), str) else ""
+    return re.match(r"(&\S+\s+)?!", text) is not None
+
+
+def _tag_problems(node: Any, path: str, loader: Any) -> list[ErrorItem]:
+    """A tag the node's value cannot be read as (`!!int` with nothing after it, `!!bool maybe`, `!!seq abc`, an
+    unknown `!foo`): PyYAML raises IndexError, KeyError, AttributeError... for these, not YAMLError, so they are
+    checked here, where the key path is known."""
+    import yaml
+
+    tag = node.tag
+    name = tag[len(_YAML):] if tag.startswith(_YAML) else None
+    shown = _tag_text(tag)
+    if name in _COLLECTIONS:
+        need = _COLLECTIONS[name]
+        if _kind(node) != need:
+            value = node.value if isinstance(node, yaml.ScalarNode) else MISSING
+            return [item(path, f"tagged {shown}, which needs {need}, but holds {_kind(node)}; write {need} after the "
+                               "tag, or remove the tag", value)]
+        return []
+    if name in _SCALARS:
+        what, example = _SCALARS[name]
+        if not isinstance(node, yaml.ScalarNode):
+            return [item(path, f"tagged {shown}, which needs {what}, but holds {_kind(node)}; write {what} "
+                               f"(e.g. {shown} {example}), or remove the tag")]
+        if name == "int":
+            digits = sum(c.isdigit() for c in node.value)
+            if digits > MAX_INT_DIGITS:
+                return [item(path, f"an integer of {digits} digits; at most {MAX_INT_DIGITS} digits are accepted",
+                             node.value)]
+        elif name == "float" and len(node.value) > MAX_INT_DIGITS * 2:
             return [item(path, f"a number of {len(node.value)} characters; at most {MAX_INT_DIGITS * 2} are "
                                "accepted", node.value)]
-        what, construct = "a number", loader.construct_yaml_float
-    else:
+        try:
+            loader.yaml_constructors[tag](loader, node)
+        except Exception:  # noqa: BLE001 - each scalar constructor fails its own way (ValueError, IndexError, ...)
+            bad = "an empty value" if node.value == "" else show(node.value)
+            if not _written_tag(node, loader):  # e.g. 2024-13-45: YAML itself read it as a date
+                return [item(path, f"{bad} reads as {what} ({shown}) but is not a valid one; quote the value to keep "
+                                   f"it as text, or write a valid one (e.g. {example})", node.value)]
+            return [item(path, f"{bad} is not {what} ({shown}); write {what} (e.g. {shown} {example}), remove the "
+                               "tag, or quote the value to keep it as text", node.value)]
         return []
-    try:
-        construct(node)
-    except (ValueError, OverflowError):
-        return [item(path, f"{show(node.value)} is not {what} (tagged {node.tag.rsplit(':', 1)[-1]}); write "
-                           f"{what}, or quote the value to keep it as a string", node.value)]
+    if tag == _YAML + "value" and not _written_tag(node, loader):  # a plain `=`: YAML's (unsupported) value key
+        return [item(path, "'=' reads as YAML's !!value key, which SafeLoader cannot build; quote it ('=') to keep "
+                           "it as text", node.value)]
+    # `<<` (merge) keys are handled by the mapping constructor itself, not by a tag constructor
+    if tag not in loader.yaml_constructors and tag != _MERGE_TAG:
+        value = node.value if isinstance(node, yaml.ScalarNode) else MISSING
+        return [item(path, f"unknown tag {shown}; a job file holds plain YAML (text, numbers, true/false, lists, "
+                           f"mappings, and the standard tags such as !!int or !!str): remove the tag", value)]
     return []
 
 

@@ -109,13 +109,14 @@ def test_image_without_smdistributed_is_refused(kwargs: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("dist", [{"smdistributed": {"dataparallel": {"enabled": True}}}, {"pytorchddp": {"enabled": True}}])
 def test_smddp_only_on_supported_instance_types(kwargs: dict[str, Any], dist: dict[str, Any]) -> None:
-    for instance_type in ("ml.g5.48xlarge", "ml.p5.48xlarge", "ml.p3.16xlarge"):
+    for instance_type in ("ml.g5.48xlarge", "ml.p5.48xlarge", "ml.p3.8xlarge"):
         with pytest.raises(ValidationError) as info:
             PyTorch(**{**kwargs, "framework_version": "2.2.0", "py_version": "py310", "instance_type": instance_type,
                        "distribution": dist})
         assert list(_paths(info)) == ["distribution." + next(iter(dist))], instance_type
         assert "ml.p4d.24xlarge" in str(info.value)
-    for instance_type in ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "local_gpu"):
+    # AWS's SMDDP table lists ml.p3.16xlarge too (the SDK accepts it; issue 18)
+    for instance_type in ("ml.p3.16xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge", "local_gpu"):
         PyTorch(**{**kwargs, "framework_version": "2.2.0", "py_version": "py310", "instance_type": instance_type,
                    "distribution": dist})
 

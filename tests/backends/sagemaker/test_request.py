@@ -80,11 +80,15 @@ def test_render_redacts_secrets_and_marks_unknowns(kwargs: dict[str, Any]) -> No
     shown = render_request(plan, est.spec)
     assert shown["Environment"]["HF_TOKEN"] == REDACTED and shown["Environment"]["MODE"] == "fast"
     assert shown["HyperParameters"]["api_key"] == REDACTED and shown["HyperParameters"]["epochs"] == "2"
-    assert shown["RoleArn"] == "arn:aws:iam::<account>:role/Train"
+    # a role name: submission asks IAM GetRole (the role's path stays), so the display says so
+    assert shown["RoleArn"] == "<resolved at submit by IAM GetRole: arn:aws:iam::<account>:role/[<path>/]Train>"
     assert shown["OutputDataConfig"]["S3OutputPath"] == "s3://sagemaker-<region>-<account>/"
     assert "hf-secret" not in repr(shown)
     assert render_request(plan, est.spec, region="us-west-2", account="999988887777")["RoleArn"] == \
-        "arn:aws:iam::999988887777:role/Train"
+        "<resolved at submit by IAM GetRole: arn:aws:iam::<account>:role/[<path>/]Train>"
+    arn = "arn:aws:iam::999988887777:role/service-role/Train"
+    by_arn = PyTorch(**{**kwargs, "role": arn})
+    assert render_request(by_arn.plan("s3://data/train", job_name="job-1"), by_arn.spec)["RoleArn"] == arn
 
 
 def test_locations_like_the_sdk(kwargs: dict[str, Any]) -> None:

@@ -151,10 +151,15 @@ def _cases(sagemaker: Any, code: str) -> dict[str, tuple[str, dict[str, Any], An
         "trainium_neuron_image": ("pytorch", {
             **common, "instance_type": "ml.trn1.32xlarge", "instance_count": 2, "framework_version": "1.11.0",
             "py_version": "py38", "distribution": {"torch_distributed": {"enabled": True}}}, None),
+        # AWS's SMDDP table lists ml.p3.16xlarge and the SDK accepts it (issue 18: it used to be refused here)
+        "smddp_p3_16xlarge": ("pytorch", {
+            **common, "instance_type": "ml.p3.16xlarge", "instance_count": 2, "framework_version": "2.2.0",
+            "py_version": "py310", "distribution": {"smdistributed": {"dataparallel": {"enabled": True}}}},
+            f"s3://{BUCKET}/data/train"),
     }
 
 
-CASES = ("sdk_objects_and_log_level", "huggingface_gpu_tag", "trainium_neuron_image")
+CASES = ("sdk_objects_and_log_level", "huggingface_gpu_tag", "trainium_neuron_image", "smddp_p3_16xlarge")
 
 
 def _both_requests(sdk: Any, framework: str, kwargs: dict[str, Any], inputs: Any, job_name: str,

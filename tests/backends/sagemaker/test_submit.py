@@ -159,3 +159,27 @@ def test_fit_heterogeneous_cluster_then_attach(aws: str, kwargs: dict[str, Any],
     attached = PyTorch.attach(job_name, region="us-east-1", wait=False)
     assert attached.distribution == {"torch_distributed": {"enabled": True}, "instance_groups": ["train"]}
     assert attached.plan(job_name=job_name).master.host == "algo-2"
+
+
+def test_request_marks_a_role_name_as_resolved_at_submit(aws: str, kwargs: dict[str, Any]) -> None:
+    # fit() asks IAM (the role's path stays); request() makes no AWS call, so it must not show a guessed ARN
+    role = _unique("PathRole")
+    boto3.client("iam").create_role(RoleName=role, Path="/service-role/", AssumeRolePolicyDocument="{}")
+    est = PyTorch(**{**kwargs, "role": role})
+    shown = est.request("s3://data-bucket/train", region="us-east-1")["RoleArn"]
+    assert shown == f"<resolved at submit by IAM GetRole: arn:aws:iam::<account>:role/[<path>/]{role}>"
+    assert f"role/{role}" not in shown  # the old display, which fit() contradicted
+    job_name = _unique("pt-rolename")
+    est.fit("s3://data-bucket/train", job_name=job_name, wait=False)
+    described = boto3.client("sagemaker").describe_training_job(TrainingJobName=job_name)["RoleArn"]
+    assert described == f"arn:aws:iam::{MOTO_ACCOUNT}:role/service-role/{role}"
+    # the marker's template, filled with what only AWS knew, is what was sent
+    assert shown[len("<resolved at submit by IAM GetRole: "):-1].replace("<account>", MOTO_ACCOUNT) \
+        .replace("[<path>/]", "service-role/") == described
+    # an ARN is shown and sent as given
+    arn = f"arn:aws:iam::{MOTO_ACCOUNT}:role/service-role/{role}"
+    est = PyTorch(**{**kwargs, "role": arn})
+    assert est.request("s3://data-bucket/train", region="us-east-1")["RoleArn"] == arn
+    job_name = _unique("pt-rolearn")
+    est.fit("s3://data-bucket/train", job_name=job_name, wait=False)
+    assert boto3.client("sagemaker").describe_training_job(TrainingJobName=job_name)["RoleArn"] == arn

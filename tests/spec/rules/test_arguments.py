@@ -91,3 +91,33 @@ def test_environment_limits(args: dict[str, Any]) -> None:
     assert "513 characters; SageMaker allows at most 512" in got["environment.LONG"]
     many = {f"E{i}": "1" for i in range(101)}
     assert "at most 100" in dict(messages("pytorch", {**args, "environment": many}))["environment"]
+
+
+@pytest.mark.parametrize("uri", ["file:///tmp/ckpt", "file://ckpt", "/tmp/ckpt", "ckpt/run1", "s3://bucket/ckpt"])
+def test_checkpoint_folder_in_local_mode(args: dict[str, Any], uri: str) -> None:
+    # local mode restores from / saves to a folder on this machine (backends/local/outputs.py)
+    assert problems("pytorch", {**args, "instance_type": "local", "checkpoint_s3_uri": uri}) == []
+    groups = [{"instance_group_name": "a", "instance_type": "local", "instance_count": 1}]
+    assert problems("pytorch", {**{k: v for k, v in args.items() if k not in ("instance_type", "instance_count")},
+                                "instance_groups": groups, "checkpoint_s3_uri": uri}) == []
+
+
+@pytest.mark.parametrize("uri", ["file:///tmp/ckpt", "/tmp/ckpt", "ckpt"])
+def test_checkpoint_folder_is_refused_on_sagemaker(args: dict[str, Any], uri: str) -> None:
+    errs = messages("pytorch", {**args, "checkpoint_s3_uri": uri})  # ml.p4d.24xlarge
+    assert list(errs) == ["checkpoint_s3_uri"]
+    assert "only with local instance types" in errs["checkpoint_s3_uri"] and "ml.p4d.24xlarge" in errs["checkpoint_s3_uri"]
+    assert "s3://<bucket>/<prefix>" in errs["checkpoint_s3_uri"]
+    # ... also when one instance group of several is an ml.* type
+    groups = [{"instance_group_name": "a", "instance_type": "local", "instance_count": 1},
+              {"instance_group_name": "b", "instance_type": "ml.c5.xlarge", "instance_count": 1}]
+    rest = {k: v for k, v in args.items() if k not in ("instance_type", "instance_count")}
+    assert "ml.c5.xlarge" in messages("pytorch", {**rest, "instance_groups": groups, "checkpoint_s3_uri": uri}).get(
+        "checkpoint_s3_uri", "")
+
+
+@pytest.mark.parametrize(("uri", "needle"), [("gs://bucket/ckpt", "unsupported scheme gs://"), ("file://", "names no folder"),
+                                             ("s3://Bad_Bucket/x", "lower-case bucket")])
+def test_bad_checkpoint_uris_everywhere(args: dict[str, Any], uri: str, needle: str) -> None:
+    errs = messages("pytorch", {**args, "instance_type": "local", "checkpoint_s3_uri": uri})
+    assert list(errs) == ["checkpoint_s3_uri"] and needle in errs["checkpoint_s3_uri"]

@@ -57,3 +57,16 @@ def test_distribution_instance_groups(args: dict[str, Any]) -> None:
     assert problems("pytorch", args) == []
     args["distribution"] = {"instance_groups": ["gpu"]}
     assert problems("pytorch", args) == ["distribution.instance_groups"]
+
+
+def test_smddp_instance_types_follow_aws_support_table(args: dict[str, Any]) -> None:
+    # AWS's SMDDP table (and the SDK's SM_DATAPARALLEL_SUPPORTED_INSTANCE_TYPES): p3.16xlarge, p3dn, p4d, p4de
+    for dist in ({"smdistributed": {"dataparallel": {"enabled": True}}}, {"pytorchddp": {"enabled": True}}):
+        args.update(framework_version="2.2.0", py_version="py310", distribution=dist)
+        for instance_type in ("ml.p3.16xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge"):
+            args["instance_type"] = instance_type
+            assert problems("pytorch", args) == [], (dist, instance_type)
+        args["instance_type"] = "ml.p3.8xlarge"  # a GPU instance outside the table stays refused, naming the four
+        errs = messages("pytorch", args)
+        (path, msg), = errs.items()
+        assert path.startswith("distribution.") and "ml.p3.16xlarge" in msg and "ml.p3.8xlarge" in msg

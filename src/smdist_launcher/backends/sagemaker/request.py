@@ -221,8 +221,20 @@ def render_request(plan: LaunchPlan, args: EstimatorArgs, *, region: str | None 
     For dry runs (`fit(dry_run=True)` prints the plan; this prints what SageMaker would receive)."""
     if args.role is None:
         args = args.model_copy(update={"role": "<role>"})
-    target = target_for(plan, args, region=region or "<region>", account=account or "<account>", partition=partition)
+    assert args.role is not None
+    target = target_for(plan, args, region=region or "<region>", account=account or "<account>", partition=partition,
+                        role=role_at_submit(args.role, partition))
     return redact(build_request(plan, args, target))
+
+
+def role_at_submit(role: str, partition: str = "aws") -> str | None:
+    """For display: a role given by name is marked as resolved at submit, None for an ARN (shown as is).
+
+    Submission asks IAM GetRole, which keeps the role's path (role/service-role/<name>); a display without AWS
+    calls cannot know that path, so it must not pretend to know the ARN."""
+    if role.startswith("arn:") or role == "<role>":
+        return None
+    return f"<resolved at submit by IAM GetRole: arn:{partition}:iam::<account>:role/[<path>/]{role}>"
 
 
 def plan_for_container(plan: LaunchPlan, request: dict[str, Any]) -> LaunchPlan:

@@ -118,6 +118,27 @@ def _environment(ctx: RuleContext) -> Iterator[ErrorItem]:
                              f"{MAX_ENVIRONMENT_VALUE}: pass large data as an input channel or a file", value)
 
 
+def _checkpoint_uri(uri: str, remote_type: str | None) -> Iterator[ErrorItem]:
+    """s3:// everywhere; in local mode (remote_type None: no ml.* type) also a folder on this machine (file:// or a
+    path): the local backends restore every host's checkpoint folder from it at the start and save it back at the end,
+    as SageMaker does with S3."""
+    key = "checkpoint_s3_uri"
+    if uri.startswith("s3://"):
+        if not _S3.match(uri):
+            yield item(key, "must be an s3://<bucket>/<prefix> URI with a lower-case bucket name", uri)
+        return
+    scheme = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://", uri)
+    if scheme is not None and scheme.group(1) != "file":
+        yield item(key, f"unsupported scheme {scheme.group(1)}://; use s3://<bucket>/<prefix>, or in local mode "
+                        "file://<folder> or a folder path", uri)
+    elif uri.strip() in ("", "file://"):
+        yield item(key, "names no folder; use s3://<bucket>/<prefix>, or in local mode file://<folder> or a folder "
+                        "path", uri)
+    elif remote_type is not None:
+        yield item(key, f"a folder on this machine works only with local instance types (local, local_cpu, "
+                        f"local_gpu), not {remote_type}; SageMaker needs an s3://<bucket>/<prefix> URI", uri)
+
+
 def _uris(ctx: RuleContext) -> Iterator[ErrorItem]:
     args = ctx.args
     local = ctx.instance_type is not None and is_local(ctx.instance_type)
@@ -128,10 +149,14 @@ def _uris(ctx: RuleContext) -> Iterator[ErrorItem]:
                            args.output_path)
         elif not _S3.match(args.output_path):
             yield item("output_path", "must be an s3://<bucket>/<prefix> URI (or file://<dir> in local mode)", args.output_path)
-    for key in ("code_location", "checkpoint_s3_uri"):
-        value = getattr(args, key)
-        if value is not None and not _S3.match(value):
-            yield item(key, "must be an s3://<bucket>/<prefix> URI with a lower-case bucket name", value)
+    if args.code_location is not None and not _S3.match(args.code_location):
+        yield item("code_location", "must be an s3://<bucket>/<prefix> URI with a lower-case bucket name",
+                   args.code_location)
+    if args.checkpoint_s3_uri is not None:
+        # every group's type counts: a checkpoint folder is shared by all hosts, not only the distribution's
+        types = [args.instance_type] if args.instance_type else [g.instance_type for g in args.instance_groups or []]
+        remote = next((t for t in types if t and not is_local(t)), None)
+        yield from _checkpoint_uri(args.checkpoint_s3_uri, remote)
     if args.checkpoint_local_path is not None and not args.checkpoint_local_path.startswith("/"):
         yield item("checkpoint_local_path", "must be an absolute path inside the container, e.g. /opt/ml/checkpoints",
                    args.checkpoint_local_path)

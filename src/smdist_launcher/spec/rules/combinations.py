@@ -8,9 +8,10 @@ from ..error_items import item
 from .context import RuleContext
 from .instances import STRATEGY_KEY
 
-# AWS's SMDDP support table documents P4d/P4de (and p3dn for AllReduce); the SDK refuses P5 for smdistributed
-# without torch_distributed ("SMModelParallel and SMDataParallel currently do not support p5 instances").
-SMDDP_INSTANCE_TYPES = ("ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge")
+# AWS's SMDDP support table ("Supported Instance Types", distributed-data-parallel-support) and the SDK's
+# SM_DATAPARALLEL_SUPPORTED_INSTANCE_TYPES list exactly these four; the SDK refuses P5 for smdistributed without
+# torch_distributed ("SMModelParallel and SMDataParallel currently do not support p5 instances").
+SMDDP_INSTANCE_TYPES = ("ml.p3.16xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge")
 # DLC images built without SMDDP/SMP binaries (the SDK's UNSUPPORTED_DLC_IMAGE_FOR_SM_PARALLELISM)
 IMAGES_WITHOUT_SMDISTRIBUTED = ("2.0.1-gpu-py310-cu121",)
 _SMDDP = {"smddp": "smdistributed.dataparallel", "pytorchddp": "pytorchddp (runs SMDDP)"}
