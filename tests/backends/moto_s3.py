@@ -35,7 +35,7 @@ def moto_endpoint():
         yield url
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=60)
 
 
 @pytest.fixture

@@ -50,3 +50,30 @@ def test_a_host_killed_without_failure_json_beats_the_victims_we_stopped(tmp_pat
     reason, _ = describe_failure({"algo-3": real, "algo-2": tmp_path / "absent.json"}, {},
                                  HostExit("algo-2", -9, 1.0))
     assert reason.startswith("host algo-3, rank 4 failed first")
+
+
+def _rank(folder, pid: int, rank: int, exit_code: int | None = None, at_ns: int = 0) -> None:
+    """What a rank leaves in its stacks folder: <pid>.txt at start-up, <pid>.exit when it calls exit()."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{pid}.txt").write_text(json.dumps({"pid": pid, "rank": rank}) + "\n")
+    if exit_code is not None:
+        (folder / f"{pid}.exit").write_text(json.dumps({"pid": pid, "code": exit_code, "time_ns": at_ns}) + "\n")
+
+
+def test_early_exits_name_a_rank_that_left_while_others_ran(tmp_path):
+    from smdist_launcher.backends.local.diagnosis import early_exits
+
+    s = 1_000_000_000
+    a1, a2 = tmp_path / "algo-1", tmp_path / "algo-2"
+    _rank(a1, 10, 0)                       # still running (stopped later: no exit note)
+    _rank(a1, 11, 1)
+    _rank(a2, 20, 2, exit_code=1, at_ns=9 * s)   # failed: not an "exited 0"
+    _rank(a2, 21, 3, exit_code=0, at_ns=5 * s)   # the early one
+    ranks = {0: "algo-1", 1: "algo-1", 2: "algo-2", 3: "algo-2"}
+    found = early_exits({"algo-1": a1, "algo-2": a2}, ranks, before_ns=8 * s)
+    assert len(found) == 1 and found[0].startswith("rank 3 (algo-2) exited 0 at ")
+    assert found[0].endswith("while ranks 0-2 were still running")
+    assert early_exits({"algo-1": a1, "algo-2": a2}, ranks, before_ns=4 * s) == []  # left after the job failed
+

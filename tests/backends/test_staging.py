@@ -81,6 +81,20 @@ def test_s3_channel_downloaded_once_and_linked(tmp_path, s3):
     assert shares == [["y.txt", "z.txt"], ["x.txt"]]
 
 
+def test_s3_objects_whose_names_reach_the_file_name_limit_are_staged(tmp_path, s3):
+    """A key segment of 247-255 bytes is a valid file name; the download's temporary name must not be longer."""
+    names = ["a" * 247, "b" * 250, "c" * 255]
+    for name in names:
+        s3.put_object(Bucket=s3.bucket, Key=f"long/{name}", Body=name.encode())
+    hosts = _hosts(tmp_path, 1)
+    _prepare(hosts, ["training"])
+    plan = tiny_plan(hosts=1, channels={"training": f"s3://{s3.bucket}/long"})
+    stage_channels(plan, hosts, tmp_path / "staging")
+    channel = hosts["algo-1"].channel_dir("training")
+    assert sorted(p.name for p in channel.iterdir()) == names  # nothing else left behind (no temporary files)
+    assert all((channel / name).read_text() == name for name in names)
+
+
 def test_s3_key_escaping_the_channel_is_refused(tmp_path, s3):
     s3.put_object(Bucket=s3.bucket, Key="evil/../../outside.txt", Body=b"x")
     hosts = _hosts(tmp_path, 1)
@@ -140,3 +154,23 @@ def test_dependencies_are_staged_next_to_the_code_like_sagemaker(tmp_path: Path)
                       framework_version="2.3", py_version="py311", dependencies=[str(tmp_path / "nope")])
     with pytest.raises(FileNotFoundError, match="dependencies: .*nope does not exist"):
         prepare_local_run(missing.plan(), missing)
+
+
+def test_relative_checkpoint_folder_is_read_from_the_job_file_folder(tmp_path: Path, monkeypatch) -> None:
+    # restore (launcher) and save (Slurm's finisher runs in the job folder) must reach the same folder
+    from smdist_launcher.backends.local.staging import prepare_local_run
+    from smdist_launcher.estimators import estimator_from_job_file
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("print('hi')\n")
+    for uri in ("file://ckpt/run1", "ckpt/run1"):
+        (project / "job.yaml").write_text(
+            "framework: pytorch\nentry_point: train.py\ninstance_type: local\ninstance_count: 1\n"
+            f"framework_version: '2.3'\npy_version: py311\ncheckpoint_s3_uri: {uri}\n")
+        monkeypatch.chdir(tmp_path)  # elsewhere: the job file's folder counts, as for its inputs
+        est = estimator_from_job_file(str(project / "job.yaml"))
+        plan, _ = prepare_local_run(est.plan(job_name="j"), est)
+        assert plan.checkpoint_s3_uri == (project / "ckpt" / "run1").as_uri()
+    absolute = tiny_plan(checkpoint_s3_uri=(tmp_path / "abs").as_uri())
+    assert prepare_local_run(absolute, est)[0].checkpoint_s3_uri == (tmp_path / "abs").as_uri()

@@ -9,9 +9,9 @@ from smdist_launcher.backends.local.process_sweep import job_processes
 from smdist_launcher.backends.local.supervisor import HostLaunch, Supervisor
 
 # A host that starts a grandchild in ANOTHER session (like orted started through the rsh agent),
-# then idles: only the /proc sweep can find that grandchild.
+# then idles: only the /proc sweep can find that grandchild. The file `escapee-up` (in its cwd) says it started one.
 SPAWNS_ESCAPEE = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], "
-                  "start_new_session=True); print('up', flush=True); time.sleep(600)")
+                  "start_new_session=True); open('escapee-up', 'w').close(); print('up', flush=True); time.sleep(600)")
 
 
 def _launch(tmp_path: Path, host: str, code: str, job_id: str) -> HostLaunch:
@@ -22,7 +22,7 @@ def _launch(tmp_path: Path, host: str, code: str, job_id: str) -> HostLaunch:
 def _run(tmp_path: Path, job_id: str, codes: dict[str, str], **kwargs):
     lines: list[tuple[str, bytes]] = []
     sup = Supervisor(job_id, [_launch(tmp_path, h, c, job_id) for h, c in codes.items()],
-                     lambda h, line: lines.append((h, line)), grace=2.0, **kwargs)
+                     lambda h, line: lines.append((h, line)), grace=10.0, **kwargs)
     sup.start()
     return sup.wait(), lines
 
@@ -35,7 +35,10 @@ def test_all_hosts_succeed(tmp_path):
 
 def test_one_failing_host_stops_the_others_and_their_escaped_children(tmp_path):
     job_id = f"sup-fail-{os.getpid()}"
-    fail_after_up = "import time; time.sleep(0.5); raise SystemExit(3)"
+    # fails once algo-1 has started its escapee (bounded: a wait that never ends would hang the job)
+    fail_after_up = ("import os, time\ndeadline = time.monotonic() + 120\n"
+                     "while not os.path.exists('escapee-up') and time.monotonic() < deadline:\n    time.sleep(0.05)\n"
+                     "raise SystemExit(3)")
     outcome, _ = _run(tmp_path, job_id, {"algo-1": SPAWNS_ESCAPEE, "algo-2": fail_after_up})
     assert outcome.status == "Failed"
     assert outcome.first_failure is not None and outcome.first_failure.host == "algo-2"

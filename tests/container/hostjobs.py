@@ -89,7 +89,7 @@ class Job:
         env.update({
             "SMDIST_JOB_ID": self.job_id, "SMDIST_HOST_MAP": json.dumps(self.host_map),
             "SMDIST_LOCAL_HOSTS": json.dumps({n: str(r) for n, r in self.roots.items()}),
-            "SMDIST_NUM_GPUS": "0", "SMDIST_WORKER_WAIT_S": "60", "OMP_NUM_THREADS": "1",
+            "SMDIST_NUM_GPUS": "0", "SMDIST_WORKER_WAIT_S": "180", "OMP_NUM_THREADS": "1",
             "PATH": VENV_BIN + os.pathsep + os.environ.get("PATH", ""),
         })
         env.update(extra or {})
@@ -104,7 +104,7 @@ class Job:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
-    def wait(self, timeout: float = 120) -> dict[str, tuple[int, str]]:
+    def wait(self, timeout: float = 240) -> dict[str, tuple[int, str]]:  # 2 torchruns + 4 ranks import torch
         out = {}
         for n, p in self.procs.items():
             try:
@@ -128,7 +128,7 @@ class Job:
         return json.loads((self.roots[host] / "output" / "failure.json").read_text())
 
 
-def wait_for_files(job: Job, files: list[Path], timeout: float = 60) -> None:
+def wait_for_files(job: Job, files: list[Path], timeout: float = 180) -> None:
     """Until every file exists (processes of the job report readiness this way); fails if a runtime ends first."""
     deadline = time.monotonic() + timeout
     while not all(f.exists() for f in files):
@@ -143,7 +143,7 @@ def sigterm_runtimes_and_check(job: Job, min_processes: int) -> None:
     assert len(job_processes(job.job_id)) >= min_processes
     for p in job.procs.values():
         os.kill(p.pid, signal.SIGTERM)
-    outputs = job.wait(timeout=60)
+    outputs = job.wait(timeout=180)
     assert all(code == 1 for code, _ in outputs.values()), outputs
     assert all(job.failure(h)["signal"] == "SIGTERM" for h in job.names)
     assert job_processes(job.job_id) == []

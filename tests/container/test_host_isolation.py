@@ -19,7 +19,8 @@ REAL_OPT_ML = Path("/opt/ml")
 
 def test_hosts_file_keeps_the_machine_lines_and_names_every_host():
     text = hosts_file_text({"algo-2": "127.9.0.3", "algo-1": "127.9.0.2"}, "127.0.0.1 localhost\n")
-    assert text == "127.0.0.1 localhost\n127.9.0.2\talgo-1\n127.9.0.3\talgo-2\n"
+    assert text == ("127.0.0.1 localhost\n127.9.0.2\talgo-1\n127.9.0.3\talgo-2\n"
+                    "::ffff:127.9.0.2\talgo-1\n::ffff:127.9.0.3\talgo-2\n")
 
 
 def test_worker_hosts_name_their_own_open_mpi_folders_and_the_master_only_its_tmpdir():

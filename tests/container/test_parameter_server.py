@@ -49,7 +49,7 @@ WORKER = '''
 import json, os, sys, time
 index = json.loads(os.environ["SMDIST_PS_TF_CONFIG"])["task"]["index"]
 marker = os.path.join(os.environ["FAKE_TF_MARKERS"], f"ps{index}.json")
-deadline = time.monotonic() + 60
+deadline = time.monotonic() + 180  # its parameter server starts beside it: a busy machine
 while not os.path.exists(marker):
     if time.monotonic() > deadline:
         sys.exit("no parameter server marker")
@@ -93,7 +93,7 @@ def test_ps_hosts_start_one_parameter_server_each_with_mapped_addresses(make_job
     job = make_job(ps_plan(), WORKER)
     env = fake_tensorflow(tmp_path)
     job.start(env)
-    outputs = job.wait(timeout=60)
+    outputs = job.wait(timeout=180)
     cluster = {"master": _addresses(job, 2222)[:1], "ps": _addresses(job, 2223), "worker": _addresses(job, 2222)[1:]}
     for i, host in enumerate(job.names):
         code, text = outputs[host]
@@ -126,7 +126,7 @@ def test_sigterm_stops_worker_and_parameter_server(make_job, tmp_path):
 def test_missing_tensorflow_fails_the_host_clearly(make_job, tmp_path):
     job = make_job(ps_plan(), WORKER)
     job.start({"FAKE_TF_MARKERS": str(tmp_path), "WORKER_SLEEPS": "1"})  # no fake tensorflow: the worker waits
-    outputs = job.wait(timeout=60)
+    outputs = job.wait(timeout=180)
     for host in job.names:
         code, text = outputs[host]
         assert code == 1, text
@@ -180,7 +180,7 @@ def test_plan_from_the_planner_runs(make_job, tmp_path):
         strategy="parameter_server", hyperparameters={"epochs": 2}, network_interface="lo")
     job = make_job(planner.build_plan(job_spec).to_dict(), WORKER)
     job.start(fake_tensorflow(tmp_path))
-    for host, (code, text) in job.wait(timeout=60).items():
+    for host, (code, text) in job.wait(timeout=180).items():
         assert code == 0, text
     ps = [json.loads((tmp_path / "markers" / f"ps{i}.json").read_text()) for i in range(2)]
     assert [p["cluster"]["ps"] for p in ps] == [_addresses(job, 2223)] * 2

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -111,7 +110,7 @@ def test_ctrl_c_stops_everything(ws):
                                      f"{log.read_text() if log.is_file() else ''}")
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=180)  # stops 2 ranks, collects their stacks, packs the outputs: a busy machine
     assert "STATUS Stopped" in out
     record = json.loads((ws.jobs / plan.job_name / "job.json").read_text())
     assert record["status"] == "Stopped"
@@ -122,36 +121,50 @@ def test_ctrl_c_stops_everything(ws):
 
 
 def test_a_killed_launcher_leaves_no_job_behind(ws):
+    """kill -9 of the launcher: the next command that reads the jobs folder finishes the job as Interrupted,
+    packs what the hosts left, stops what is left of them and removes the job's temp folder."""
+    import tarfile
+
     from smdist_launcher.backends.local.process_sweep import job_processes
 
-    plan = ws.plan('print("up", flush=True)\ntime.sleep(3600)\n', strategy="single", hosts=2)
+    script = ('import pathlib\n'
+              'host = os.environ["SM_CURRENT_HOST"]\n'
+              'pathlib.Path(os.environ["SM_MODEL_DIR"], f"weights-{host}.txt").write_text(host)\n'
+              'pathlib.Path(os.environ["SM_OUTPUT_DATA_DIR"], f"metrics-{host}.txt").write_text(host)\n'
+              'print("up", flush=True)\ntime.sleep(3600)\n')
+    plan = ws.plan(script, strategy="single", hosts=2)
     plan_file = ws.root / "plan.json"
     plan_file.write_text(plan.to_json(reveal_secrets=True))
     driver = ("from smdist_launcher.plan.model import LaunchPlan\nfrom smdist_launcher.backends.local import run_job\n"
               f"run_job(LaunchPlan.from_json(open({str(plan_file)!r}).read()), jobs_root={str(ws.jobs)!r}, logs=False)\n")
     proc = subprocess.Popen([sys.executable, "-c", driver], cwd=ws.outside)
     logs = [ws.jobs / plan.job_name / "logs" / f"algo-{i}.log" for i in (1, 2)]
-    while not all(log.is_file() and "up" in log.read_text() for log in logs):
-        assert proc.poll() is None, "the driver ended before the hosts were up"
-        time.sleep(0.1)
+    _wait_for_lines(logs, ["up", "up"], alive=lambda: proc.poll() is None)
     record = json.loads((ws.jobs / plan.job_name / "job.json").read_text())
-    job_id = record["job_id"]
-    proc.kill()  # SIGKILL: the launcher gets no chance to clean up (its empty temp folder stays: remove it below)
+    job_id, tmpdir = record["job_id"], record["local"]["tmpdir"]
+    assert os.path.isdir(tmpdir)
+    proc.kill()  # SIGKILL: the launcher gets no chance to clean up
     proc.wait()
-    # `smdist logs --follow` sees that no final status will ever come, and returns (the timeout only guards a hang).
+    listing = subprocess.run([sys.executable, "-c", CLI, "jobs", "--jobs-dir", str(ws.jobs)],
+                             capture_output=True, text=True, timeout=120, cwd=ws.outside)
+    assert listing.returncode == 0, listing.stderr
+    assert "Interrupted" in listing.stdout
+    record = json.loads((ws.jobs / plan.job_name / "job.json").read_text())
+    assert record["status"] == "Interrupted" and record["ended"] is not None  # final: recorded, not just shown
+    assert f"launcher (pid {proc.pid}) died" in record["failure_reason"]
+    output = ws.jobs / plan.job_name / "output"
+    with tarfile.open(output / "model.tar.gz") as tar:
+        assert sorted(tar.getnames()) == ["weights-algo-1.txt", "weights-algo-2.txt"]
+    with tarfile.open(output / "output.tar.gz") as tar:
+        assert {"metrics-algo-1.txt", "metrics-algo-2.txt"} <= set(tar.getnames())
+    assert record["model_data"] == (output / "model.tar.gz").as_uri()
+    assert job_processes(job_id) == []
+    assert not os.path.exists(tmpdir)
+    # `smdist logs --follow` sees that no more output will come, and returns (the timeout only guards a hang).
     follow = subprocess.run([sys.executable, "-c", CLI, "logs", plan.job_name, "--follow", "--jobs-dir", str(ws.jobs)],
                             capture_output=True, text=True, timeout=120, cwd=ws.outside)
     assert follow.returncode == 0, follow.stderr
     assert "up" in follow.stdout and f"launcher (pid {proc.pid}) is gone" in follow.stderr
-    listing = subprocess.run([sys.executable, "-c", CLI, "jobs", "--jobs-dir", str(ws.jobs)],
-                             capture_output=True, text=True, timeout=120, cwd=ws.outside)
-    assert "Interrupted" in listing.stdout
-    for _ in range(600):  # the hosts' runtimes stop themselves on their parent's death
-        if not job_processes(job_id):
-            break
-        time.sleep(0.1)
-    assert job_processes(job_id) == []
-    shutil.rmtree(record["local"]["tmpdir"])
 
 
 def _wait_for_lines(paths, needles, alive=lambda: True):
@@ -256,3 +269,15 @@ def test_stopping_a_hung_job_names_the_ranks_still_running_and_where_they_were_s
     assert 'in stuck_in_named_function' in diagnosis and "all_reduce" in diagnosis
     log2 = logs[1].read_text()
     assert "[algo-2 r3] still running when stopped" in log2 and "stuck_in_named_function" in log2
+
+
+def test_a_rank_that_exits_0_early_is_named(ws):
+    """Rank 1 leaves without an error while rank 0 waits for it in a collective: not a failure of rank 1's own,
+    but the cause; the diagnosis names it (max_run only bounds a hang)."""
+    fault = 'if rank == 1:\n    sys.exit(0)'
+    plan = ws.plan(ALL_UP_THEN.replace("{fault}", fault), strategy="torch_distributed", pph=1, max_run=120)
+    record, error = ws.run(plan)
+    assert error is not None and record["status"] in ("Failed", "MaxRuntimeExceeded"), record
+    assert "rank 1 (algo-2) exited 0 at " in error.diagnosis, error.diagnosis
+    assert "while rank 0 was still running" in error.diagnosis
+    assert "rank 1 (algo-2) exited 0 at " in record["failure_reason"]

@@ -27,9 +27,14 @@ def test_fit_sets_model_data(ws, monkeypatch):
 
 
 def test_wait_false_returns_a_job_to_wait_on(ws):
-    plan = ws.plan('time.sleep(0.5)\n' + WRITE_MODEL, strategy="single", hosts=2)
+    go = ws.root / "go"  # the script ends only once the test has seen the job in progress
+    plan = ws.plan(f'while not os.path.exists({str(go)!r}):\n    time.sleep(0.05)\n' + WRITE_MODEL,
+                   strategy="single", hosts=2)
     job = run_job(plan, jobs_root=ws.jobs, wait=False, logs=False)
-    assert job.status == "InProgress"
+    try:
+        assert job.status == "InProgress"
+    finally:
+        go.touch()
     assert job.wait() is job and job.status == "Completed"
     assert json.loads((job.job_dir / "job.json").read_text())["status"] == "Completed"
 
@@ -113,3 +118,39 @@ def test_model_uri_is_staged_as_the_model_channel(ws, monkeypatch):
     config = json.loads((job.job_dir / "hosts" / "algo-2" / "opt" / "ml" / "input" / "config" /
                          "inputdataconfig.json").read_text())
     assert config["model"]["ContentType"] == "application/x-sagemaker-model"
+
+
+CHECKPOINTING = '''
+ckpt = os.environ["SMDIST_CHECKPOINT_DIR"]
+seen = sorted(os.listdir(ckpt))
+open(os.path.join(os.environ["SM_MODEL_DIR"], "seen.json"), "w").write(json.dumps(seen))
+open(os.path.join(ckpt, f"step-{len(seen) + 1}.pt"), "w").write("weights")
+sys.exit(3 if os.environ.get("SM_HP_FAIL") == "1" else 0)
+'''
+
+
+def test_checkpoints_in_a_local_folder_survive_jobs_and_failures(ws, monkeypatch):
+    """checkpoint_s3_uri as a folder (a path, or file://): restored into /opt/ml/checkpoints at the start, saved back at
+    the end, a failed job's too; a job without max_run gets SageMaker's default (86,400 s)."""
+    import tarfile
+
+    from smdist_launcher import PyTorch
+
+    monkeypatch.setenv("SMDIST_JOBS_DIR", str(ws.jobs))
+    store = ws.root / "checkpoints"
+    ws.plan(CHECKPOINTING, strategy="single", hosts=1)  # writes the script
+    common = dict(entry_point="train.py", source_dir=str(ws.src), instance_type="local", instance_count=1,
+                  framework_version="2.3", py_version="py311")
+    first = PyTorch(**common, checkpoint_s3_uri=str(store)).fit(logs=False, job_name="ckpt-first")
+    assert first.status == "Completed" and first.plan.max_run is None
+    assert first._supervisor.max_run == 86400  # the default reached the supervisor, which enforces it
+    assert sorted(p.name for p in store.iterdir()) == ["step-1.pt"]
+
+    second = PyTorch(**common, checkpoint_s3_uri=store.as_uri(), max_run=600, hyperparameters={"fail": 1}).fit(
+        logs=False, job_name="ckpt-second", wait=False)
+    with pytest.raises(JobFailedError):
+        second.wait()
+    assert second._supervisor.max_run == 600
+    with tarfile.open(second.job_dir / "output" / "model.tar.gz") as tar:
+        assert json.load(tar.extractfile("seen.json")) == ["step-1.pt"]  # the first job's checkpoint, restored
+    assert sorted(p.name for p in store.iterdir()) == ["step-1.pt", "step-2.pt"]  # saved although the job failed

@@ -85,8 +85,10 @@ def run(args: argparse.Namespace) -> int:
     from ..backends.local.jobdir import JOBS_ROOT_RULE, jobs_root
     from ..backends.local.records import list_records
 
+    from ..backends.local.recovery import finalize_interrupted
+
     root = jobs_root(args.jobs_dir)
-    records = _refreshed(list_records(root))
+    records = _refreshed(finalize_interrupted(list_records(root)))  # a dead launcher's job is finished here
     if getattr(args, "sagemaker", False):
         from ..errors import ValidationError
         from .console import problem

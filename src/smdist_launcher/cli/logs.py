@@ -33,12 +33,14 @@ def find_job(root: Path, wanted: str | None):  # noqa: ANN201 - a JobRecord or a
         from ..backends.local.jobdir import JOBS_ROOT_RULE
 
         return f"no jobs in {root} (the jobs folder is {JOBS_ROOT_RULE})"
+    from ..backends.local.recovery import finalize_if_interrupted
+
     if wanted is None:
-        return records[-1]
+        return finalize_if_interrupted(records[-1])  # a job whose launcher died is finished before it is shown
     exact = [r for r in records if r.job_name == wanted]
     matches = exact or [r for r in records if r.job_name.startswith(wanted)]
     if len(matches) == 1:
-        return matches[0]
+        return finalize_if_interrupted(matches[0])
     if not matches:
         return f"job: no job named {wanted!r} in {root}; see `smdist jobs`"
     names = ", ".join(r.job_name for r in matches[:5])
@@ -72,7 +74,7 @@ def _emit(data: bytes) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..backends.local.jobdir import JobDir, jobs_root
-    from ..backends.local.records import FINAL_STATUSES, JobRecord
+    from ..backends.local.records import FINAL_STATUSES, INTERRUPTED, JobRecord
 
     root = jobs_root(args.jobs_dir)
     record = find_job(root, args.job)
@@ -126,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
             for rest in partial.values():
                 if rest:
                     _emit(rest + b"\n")
-            if now.launcher_gone():
+            if now.launcher_gone() or now.status == INTERRUPTED:
                 problem(f"job {now.job_name}: its launcher (pid {now.launcher_pid}) is gone without a final "
                         "status (Interrupted): no more output will come")
             return EXIT_OK

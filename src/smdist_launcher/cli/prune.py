@@ -49,7 +49,9 @@ def run(args: argparse.Namespace) -> int:
     root = jobs_root(args.jobs_dir)
     now = time.time()
     removed = 0
-    for record in list_records(root):
+    from ..backends.local.recovery import finalize_interrupted
+
+    for record in finalize_interrupted(list_records(root)):
         if refusal(record):
             continue
         if args.status and status_of(record) not in args.status:

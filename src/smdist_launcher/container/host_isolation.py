@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import ipaddress
 import os
 import sys
 import tempfile
@@ -122,10 +123,21 @@ def _mount_point(target: str, scratch: Path) -> None:
 
 
 def hosts_file_text(addresses: dict[str, str], base: str = "") -> str:
-    """This machine's /etc/hosts plus one line per simulated host."""
+    """This machine's /etc/hosts plus one line per simulated host, and for an IPv4 host its IPv4-mapped IPv6 form
+    after all of them: a dual-stack listener (torch's TCPStore) sees its peers as ::ffff:a.b.c.d, and glibc reads
+    IPv4 lines for IPv4 lookups only, so the reverse lookup went to DNS and failed ("The hostname of the client
+    socket cannot be retrieved"). Forward lookups still list the IPv4 address first."""
     lines = [base.rstrip("\n")] if base.strip() else []
     lines += [f"{address}\t{host}" for host, address in sorted(addresses.items())]
+    lines += [f"::ffff:{address}\t{host}" for host, address in sorted(addresses.items()) if _is_ipv4(address)]
     return "\n".join(lines) + "\n"
+
+
+def _is_ipv4(address: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(address), ipaddress.IPv4Address)
+    except ValueError:
+        return False
 
 
 def needed(root: str | os.PathLike[str], local_hosts: dict[str, str]) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "sacct", "srun")
-START_TIMEOUT_S = 60
+START_TIMEOUT_S = 180  # munged, slurmctld and two slurmd registering on a busy 2-core machine
 
 
 def available() -> str | None:

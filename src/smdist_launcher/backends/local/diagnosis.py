@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ def first_failure(failures: list[dict[str, Any]]) -> dict[str, Any] | None:
     return min(failures, key=key) if failures else None
 
 
-def _is_secondary(failure: dict[str, Any]) -> bool:
+def is_secondary(failure: dict[str, Any]) -> bool:
     """A victim of a peer, or a host we stopped ourselves: never the cause when a real one is known."""
     return bool(failure.get("likely_victim")) or _stopped_by_us(failure)
 
@@ -52,7 +53,7 @@ def _died_without_a_word(first_exit: HostExit, failure_files: dict[str, Path],
     path = failure_files.get(first_exit.host)
     if path is not None and path.exists():
         return False  # it explained itself: trust its failure.json
-    if best is None or _is_secondary(best):
+    if best is None or is_secondary(best):
         return True
     # A real failure elsewhere that happened before this host died still wins.
     return float(best.get("time") or float("inf")) >= first_exit.wall_time * 1e9
@@ -125,3 +126,54 @@ def describe_stop(reason: str, log_files: dict[str, Path], stacks: list[Any] | N
     for host, path in log_files.items():
         parts.extend(f"  {line}" for line in tail(path, lines))
     return "\n".join(parts)
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    """"rank 2", "ranks 0, 1, 3", "ranks 0-5, 7" (runs of consecutive ranks shortened)."""
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    parts = [str(run[0]) if len(run) == 1 else (f"{run[0]}, {run[1]}" if len(run) == 2 else f"{run[0]}-{run[-1]}")
+             for run in runs]
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(parts)
+
+
+def early_exits(stacks_dirs: dict[str, Path], rank_hosts: dict[int, str], before_ns: int | None = None) -> list[str]:
+    """Ranks that exited 0 while others of the job still ran, before `before_ns` (when the job began to fail or be
+    stopped): the usual cause of the others hanging in a collective, and invisible otherwise (exit 0 is no failure).
+
+    Each rank registered <pid>.txt in its stacks folder at start-up (compat sitecustomize) and, through the local
+    job's preloaded library, writes <pid>.exit ({"pid", "code", "time_ns"}) when it exits."""
+    registered: dict[int, tuple[str, int]] = {}   # pid -> (host, rank)
+    exits: dict[int, tuple[int, int]] = {}        # pid -> (code, time_ns)
+    for host, folder in stacks_dirs.items():
+        for path in folder.glob("*.txt") if folder.is_dir() else ():
+            if not path.stem.isdigit():
+                continue
+            try:
+                header = json.loads(path.read_text(errors="replace").partition("\n")[0])
+                rank = int(header["rank"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            pid = int(path.stem)
+            registered[pid] = (rank_hosts.get(rank, host), rank)
+            try:
+                note = json.loads(path.with_suffix(".exit").read_text())
+                exits[pid] = (int(note["code"]), int(note["time_ns"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                pass  # still running when stopped, or killed (no exit() ran)
+    found = []
+    for pid, (code, when) in sorted(exits.items(), key=lambda item: item[1][1]):
+        if code != 0 or (before_ns is not None and when >= before_ns):
+            continue
+        host, rank = registered[pid]
+        running = sorted({r for p, (_, r) in registered.items()
+                          if r != rank and (p not in exits or exits[p][1] > when)})
+        if running:
+            clock = time.strftime("%H:%M:%S", time.localtime(when / 1e9)) + f".{when // 1_000_000 % 1000:03d}"
+            found.append(f"rank {rank} ({host}) exited 0 at {clock} while {_ranks_text(running)} "
+                         f"{'was' if len(running) == 1 else 'were'} still running")
+    return found

@@ -11,6 +11,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,11 @@ from typing import Any
 from ...contract import MLPaths, write_host_config
 from ...errors import JobFailedError
 from ...plan.model import LaunchPlan
+from ...spec.rules.arguments import DEFAULT_MAX_RUN
 from . import records
 from .addressing import free_port, host_addresses, pick_address_block, split_gpus, visible_gpus
 from .console import JobConsole, console_for
-from .diagnosis import describe_failure, describe_stop, stop_reason
+from .diagnosis import describe_failure, describe_stop, early_exits, read_failures, stop_reason
 from .environment import host_environment, scrub_host_secrets
 from .jobdir import JobDir, jobs_root as resolve_jobs_root
 from .localize import with_master_port
@@ -39,8 +41,10 @@ class LocalJob:
     """A local training job: SageMaker's `estimator.latest_job` for local mode."""
 
     def __init__(self, plan: LaunchPlan, job_dir: JobDir, *, logs: Any = True, grace: float = 5.0,
-                 environ: dict[str, str] | None = None, code: LocalCode | None = None) -> None:
+                 environ: dict[str, str] | None = None, code: LocalCode | None = None,
+                 run_as: str | None = None) -> None:
         self.plan = plan
+        self.run_as = run_as  # the user the hosts' processes run as (serve --run-as); None: this process's user
         self.code = code
         self.dir = job_dir
         self.job_name = plan.job_name
@@ -59,8 +63,10 @@ class LocalJob:
         self._tmp_root: Path | None = None
         self._error: BaseException | None = None
         self._ranks_up = 0
+        self._stopping_ns: int | None = None
         job_dir.plan_file.write_text(plan.to_json())
         self._save()
+        _finish_interrupted_jobs(job_dir.root.parent)
 
     # ---- SageMaker-like surface -----------------------------------------------------------------
     @property
@@ -123,7 +129,9 @@ class LocalJob:
             launches, hosts = self._prepare()
             self._phase("starting", f"{len(launches)} hosts")
             mux = LogMux({h: self.dir.log_file(h) for h in hosts}, self.console, on_new_rank=self._rank_up)
-            supervisor = Supervisor(self.job_id, launches, mux.on_line, max_run=self.plan.max_run, grace=self.grace,
+            # SageMaker's default when max_run is not given (the plan keeps None: pinned plans do not change)
+            max_run = self.plan.max_run or DEFAULT_MAX_RUN
+            supervisor = Supervisor(self.job_id, launches, mux.on_line, max_run=max_run, grace=self.grace,
                                     ask_stacks=lambda: self._ask_stacks(hosts))
             self._supervisor = supervisor
             if self._stop_reason is not None:  # stop() came during staging
@@ -192,13 +200,48 @@ class LocalJob:
             env[STACKS_ON_STOP_ENV] = "0"  # the supervisor asks the ranks where they are stuck before it stops them
             argv = [sys.executable, "-m", "smdist_launcher.container", "--root", host_roots[h], "--host", h,
                     "--plan", str(hosts[h].plan_file), "--no-install"]
-            launches.append(HostLaunch(h, argv, env, self.dir.host_dir(h)))
+            if self.run_as:
+                self._hand_over(env, self.dir.host_dir(h))
+            launches.append(HostLaunch(h, argv, env, self.dir.host_dir(h), user=self.run_as))
             self.record.hosts[h] = {"address": addresses[h], "gpus": gpu_split[h] if gpu_split else [],
                                     "root": host_roots[h]}
         self.record.local = {"master_port": run_plan.master.port, "tmpdir": str(self._tmp_root)}
         return launches, hosts
 
+    def _hand_over(self, env: dict[str, str], host_dir: Path) -> None:
+        """Make a host runnable as self.run_as: its folder and the job's temporary folder owned by that user, HOME
+        there (ours is not theirs to read), and the loopback library copied where that user can load it (ours lives
+        in our cache, which may be private: an unloadable preload would quietly leave ports on every address)."""
+        import pwd
+
+        user = pwd.getpwnam(self.run_as or "")
+        assert self._tmp_root is not None
+        for root in (host_dir, self._tmp_root):
+            _chown_tree(root, user.pw_uid, user.pw_gid)
+        preload = env.get("LD_PRELOAD", "").split()
+        if preload:
+            library = self._tmp_root / Path(preload[0]).name
+            if not library.exists():
+                shutil.copy2(preload[0], library)
+                os.chmod(library, 0o755)
+            env["LD_PRELOAD"] = " ".join([str(library), *preload[1:]])
+        env["HOME"] = str(host_dir)
+        env.pop("XDG_CACHE_HOME", None)
+
+    def _early_exits(self, hosts: dict[str, MLPaths], outcome: Outcome) -> list[str]:
+        """Ranks that exited 0 before the job began to fail or was stopped, while others still ran."""
+        before = self._stopping_ns
+        if outcome.status == records.FAILED:
+            times = [int(f["time"]) for f in read_failures({h: p.failure_json_file for h, p in hosts.items()})
+                     if f.get("time")]
+            if outcome.first_failure is not None:
+                times.append(int(outcome.first_failure.wall_time * 1e9))
+            before = min(times, default=before)
+        rank_hosts = {r: h.name for h in self.plan.hosts for r in h.ranks}
+        return early_exits({h: p.run_dir / "stacks" for h, p in hosts.items()}, rank_hosts, before)
+
     def _ask_stacks(self, hosts: dict[str, MLPaths]) -> list[RankStack]:
+        self._stopping_ns = time.time_ns()  # ranks that leave from here on were stopped, not early
         rank_hosts = {r: h.name for h in self.plan.hosts for r in h.ranks}
         return dump_stacks(self.job_id, {h: p.run_dir / "stacks" for h, p in hosts.items()}, rank_hosts)
 
@@ -232,6 +275,11 @@ class LocalJob:
             reason = stop_reason(reason, outcome.stacks)
         else:
             self.diagnosis = reason
+        if outcome.status != records.COMPLETED:
+            early = self._early_exits(hosts, outcome)
+            if early:  # a rank that left while the others still ran: what they were likely waiting for
+                reason = f"{reason}; {'; '.join(early)}" if reason else "; ".join(early)
+                self.diagnosis = f"{self.diagnosis}\n" + "\n".join(early)
         self.record.model_data, self.record.output_data = self.model_data, self.output_data
         self._end(status, reason or None, self.diagnosis)
 
@@ -247,14 +295,34 @@ class LocalJob:
             self.console.note(f"job {self.job_name} {status} after {took:.1f} s: {reason}")
 
 
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    """chown -R without following links (a staged channel is a link to shared data, left as it is)."""
+    os.chown(root, uid, gid, follow_symlinks=False)
+    for folder, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            os.chown(os.path.join(folder, name), uid, gid, follow_symlinks=False)
+
+
+def _finish_interrupted_jobs(root: Path) -> None:
+    """Jobs of this jobs folder whose launcher died are finished before a new one starts (recovery.py)."""
+    from .recovery import finalize_interrupted
+
+    try:
+        finalize_interrupted(records.list_records(root))
+    except Exception:  # noqa: BLE001 - another job's leftovers must never keep this one from running
+        pass
+
+
 def run_job(plan: LaunchPlan, *, estimator: Any = None, wait: bool = True, logs: Any = True,
-            jobs_root: str | os.PathLike[str] | None = None, grace: float = 5.0) -> LocalJob:
+            jobs_root: str | os.PathLike[str] | None = None, grace: float = 5.0,
+            run_as: str | None = None) -> LocalJob:
     """Run `plan` locally. wait=True blocks and raises JobFailedError unless the job completed;
     wait=False returns at once (call .wait()). `estimator` (optional) tells where a relative
-    source_dir lives (its job file's folder); without it, the working directory."""
+    source_dir lives (its job file's folder); without it, the working directory. `run_as` (root only): the user
+    every host's processes run as, their host folders owned by it."""
     plan, code = prepare_local_run(plan, estimator)
     job_dir = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
-    job = LocalJob(plan, job_dir, logs=logs, grace=grace, code=code)
+    job = LocalJob(plan, job_dir, logs=logs, grace=grace, code=code, run_as=run_as)
     if wait:
         return job.wait()
     job.start_in_background()

@@ -15,7 +15,9 @@ COMPLETED = "Completed"
 FAILED = "Failed"
 STOPPED = "Stopped"
 MAX_RUNTIME_EXCEEDED = "MaxRuntimeExceeded"
-FINAL_STATUSES = (COMPLETED, FAILED, STOPPED, MAX_RUNTIME_EXCEEDED)
+# Ours: the launcher died before the job ended; the next command that noticed finished it (recovery.py).
+INTERRUPTED = "Interrupted"
+FINAL_STATUSES = (COMPLETED, FAILED, STOPPED, MAX_RUNTIME_EXCEEDED, INTERRUPTED)
 
 
 @dataclass

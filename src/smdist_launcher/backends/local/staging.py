@@ -9,9 +9,11 @@
   next to itself, like in a container), skipping caches, VCS folders and the jobs folder."""
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from ...contract import MLPaths
 from ...plan.model import Channel, LaunchPlan
@@ -154,7 +156,23 @@ def prepare_local_run(plan: LaunchPlan, estimator: object = None) -> tuple[Launc
         if not dependency.exists():
             raise FileNotFoundError(f"dependencies: {dependency} does not exist")
         check_source_links(dependency, follow_symlinks=follow, what="dependencies")
-    return with_model_channel(plan, estimator), code
+    return with_checkpoint_folder(with_model_channel(plan, estimator), estimator), code
+
+
+def with_checkpoint_folder(plan: LaunchPlan, estimator: object = None) -> LaunchPlan:
+    """A relative checkpoint folder (file://ckpt or ckpt) made absolute against the estimator's base folder (a job
+    file's folder, else where it was built), like model_uri and inputs: restoring happens here, but saving may
+    happen elsewhere (Slurm's finisher runs in the job folder), and both must use the same folder."""
+    uri = plan.checkpoint_s3_uri
+    if not uri or uri.startswith("s3://"):
+        return plan
+    if uri.startswith("file://"):  # file://ckpt is the relative path ckpt, as parse_location reads it
+        parsed = urlparse(uri)
+        raw = unquote(("" if parsed.netloc == "localhost" else parsed.netloc) + parsed.path)
+    else:
+        raw = os.path.expanduser(uri)
+    base = getattr(getattr(estimator, "spec", None), "base_dir", None) or os.getcwd()
+    return plan.model_copy(update={"checkpoint_s3_uri": Path(base, raw).resolve().as_uri()})  # Path(base, /abs) = /abs
 
 
 def stage_code(code: LocalCode | Path | None, hosts: dict[str, MLPaths], keep_out: Path) -> None:

@@ -5,6 +5,7 @@ so tests (and MinIO/moto users) can point at a server on 127.0.0.1."""
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -63,7 +64,9 @@ def download(s3: Any, loc: Location, objects: list[tuple[str, PurePosixPath]], d
     for key, rel in objects:
         target = dest.joinpath(*rel.parts)
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.partial")
+        # Not derived from the object's name: a key segment of 247-255 bytes is a valid file name, but
+        # ".<name>.partial" would pass the 255-byte file-name limit (ENAMETOOLONG) and fail the whole job.
+        partial = target.with_name(f".smdist-{uuid.uuid4().hex}.partial")
         try:
             body = s3.get_object(Bucket=loc.bucket, Key=key)["Body"]
             with body, open(partial, "wb") as out:
