@@ -111,6 +111,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=50, help="jobs per variant of ours (4 variants)")
     ap.add_argument("--busy", type=int, default=2, help="busy loops loading the machine")
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--parallel", type=int, default=4, help="jobs in flight at once (ours and control interleaved)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--without-mitigation", action="store_true",
                     help="ours with SMDIST_EXIT_TEARDOWN=always: the rank entry tears the interpreter down as plain "
@@ -131,18 +132,20 @@ def main() -> int:
     results: list[dict] = []
     start = time.time()
     try:
-        # Each round runs one job of ours and one control job at the same time: both see the same load.
+        # Ours and the control interleaved, `--parallel` jobs in flight: both see the same load all along.
         schedule = [(v, i) for i in range(args.jobs) for v in variants]
-        with ThreadPoolExecutor(2) as pool:
+        with ThreadPoolExecutor(args.parallel) as pool:
+            futures = []
             for n, (variant, i) in enumerate(schedule):
-                pair = [pool.submit(run_ours, work, variant, i), pool.submit(run_control, work, n)]
-                for r in (f.result() for f in pair):
-                    results.append(r)
-                    if not r["ok"]:
-                        print(f"FAILED {r['kind']} {r['variant']} #{r['i']} abort={r['abort']}: "
-                              f"{r['tail'][-300:]!r}", flush=True)
-                if (n + 1) % 10 == 0:
-                    print(f"{n + 1}/{len(schedule)} rounds, {time.time() - start:.0f} s", flush=True)
+                futures += [pool.submit(run_ours, work, variant, i), pool.submit(run_control, work, n)]
+            for n, f in enumerate(futures):
+                r = f.result()
+                results.append(r)
+                if not r["ok"]:
+                    print(f"FAILED {r['kind']} {r['variant']} #{r['i']} abort={r['abort']}: "
+                          f"{r['tail'][-300:]!r}", flush=True)
+                if (n + 1) % 20 == 0:
+                    print(f"{n + 1}/{len(futures)} jobs, {time.time() - start:.0f} s", flush=True)
     finally:
         for p in busy:
             p.kill()
@@ -160,7 +163,7 @@ def main() -> int:
 
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.node(),
             "cores": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version(),
-            "busy_loops": args.busy, "without_mitigation": args.without_mitigation,
+            "busy_loops": args.busy, "parallel": args.parallel, "without_mitigation": args.without_mitigation,
             "wall_s": round(time.time() - start), "work": str(work)}
     print(json.dumps({"meta": meta, "summary": summary}, indent=1))
     if args.out:

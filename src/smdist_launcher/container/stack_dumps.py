@@ -16,7 +16,7 @@ from pathlib import Path
 # "0": the launcher asks the ranks itself before it stops a job (local mode), so a stopped runtime does not
 STACKS_ON_STOP_ENV = "SMDIST_STACKS_ON_STOP"
 DUMP_SIGNAL = signal.SIGUSR2
-WAIT_S = 3.0
+WAIT_S = 15.0  # returns as soon as every rank answered; a loaded machine can take seconds to schedule one
 POLL_S = 0.05
 MAX_DUMP_LINES = 60
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>.+)$')
