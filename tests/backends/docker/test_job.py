@@ -33,6 +33,8 @@ def test_mnist_in_two_containers(use_engine, tiny_mnist, tmp_path, launcher, cap
         assert tar.getnames() == ["model.pth"]
     # each host ran its own part and ended well
     assert (job.job_dir / "hosts" / "algo-2" / "opt" / "ml" / "output" / "success").exists()
+    logs = "".join((job.job_dir / "logs" / f"{h}.log").read_text() for h in ("algo-1", "algo-2"))
+    assert "hostname of the client socket cannot be retrieved" not in logs  # the hosts resolve both ways
     if launcher != "torch_distributed":  # the image's sshd on the worker container, mpirun over ssh
         assert "MPI worker: sshd listening" in (job.job_dir / "logs" / "algo-2.log").read_text()
     assert use_engine.containers() == []  # no container left
