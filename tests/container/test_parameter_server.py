@@ -171,7 +171,7 @@ def test_ps_task():
 @pytest.mark.slow
 def test_plan_from_the_planner_runs(make_job, tmp_path):
     """The planner's real parameter_server plan (role ps, both TF_CONFIGs) runs as is on the simulated hosts."""
-    resolved = pytest.importorskip("smdist_launcher.spec.resolved")
+    resolved = pytest.importorskip("smdist_launcher.jobspec.resolved")
     planner = pytest.importorskip("smdist_launcher.plan.planner")
     job_spec = resolved.ResolvedJob(
         framework="tensorflow", framework_version="2.14", py_version="py310", job_name="job", entry_point="train.py",

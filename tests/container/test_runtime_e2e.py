@@ -184,7 +184,7 @@ def test_master_killed_hard_worker_exits_and_nothing_survives(make_job):
 @pytest.mark.parametrize("strategy", ["torch_distributed", pytest.param("mpi", marks=needs_mpi)])
 def test_plans_from_the_planner_run(make_job, strategy):
     """The planner's real argv (toolkit flags, script args, `-x` lists) runs as is on the simulated hosts."""
-    resolved = pytest.importorskip("smdist_launcher.spec.resolved")
+    resolved = pytest.importorskip("smdist_launcher.jobspec.resolved")
     planner = pytest.importorskip("smdist_launcher.plan.planner")
     local = resolved.InstanceInfo(instance_type="local", local=True)
     job_spec = resolved.ResolvedJob(

@@ -14,7 +14,7 @@ from smdist_launcher import PyTorch, TensorFlow, ValidationError
 from smdist_launcher.estimators import Framework, HuggingFace, MXNet, estimator_from_job_file
 from smdist_launcher.plan.model import LaunchPlan
 from smdist_launcher.plan.planner import build_plan
-from smdist_launcher.spec import resolve
+from smdist_launcher.jobspec import resolve
 
 
 @pytest.fixture()

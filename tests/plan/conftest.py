@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from smdist_launcher.spec.resolved import InstanceInfo, ResolvedJob
+from smdist_launcher.jobspec.resolved import InstanceInfo, ResolvedJob
 
 P4D = InstanceInfo(instance_type="ml.p4d.24xlarge", gpus=8, efa=True, efa_rdma=True)
 P3 = InstanceInfo(instance_type="ml.p3.16xlarge", gpus=8)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from smdist_launcher.plan.hyperparameters import to_cmd_args
 from smdist_launcher.plan.planner import build_plan
-from smdist_launcher.spec.resolved import ResolvedJob
+from smdist_launcher.jobspec.resolved import ResolvedJob
 
 NASTY = {
     "subshell": "$(rm -rf /)",

@@ -9,7 +9,7 @@ import pytest
 from smdist_launcher.errors import ValidationError
 from smdist_launcher.plan.model import REDACTED, LaunchPlan
 from smdist_launcher.plan.planner import build_plan
-from smdist_launcher.spec.resolved import ResolvedJob
+from smdist_launcher.jobspec.resolved import ResolvedJob
 
 
 PROGRAM = ["train.py", "--epochs", "2", "--lr", "0.1"]
@@ -227,7 +227,7 @@ def test_deterministic_and_fast_at_scale(make_job: Callable[..., ResolvedJob]) -
 
 # ---- heterogeneous clusters ------------------------------------------------------------------------------------------
 def _hetero(make_job: Callable[..., ResolvedJob], strategy: str, **overrides: object) -> LaunchPlan:
-    from smdist_launcher.spec.resolved import ResolvedInstanceGroup
+    from smdist_launcher.jobspec.resolved import ResolvedInstanceGroup
 
     groups = [ResolvedInstanceGroup(name="data", instance_type="ml.c5.18xlarge", instance_count=1),
               ResolvedInstanceGroup(name="train", instance_type="ml.p4d.24xlarge", instance_count=2,

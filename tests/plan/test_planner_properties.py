@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from smdist_launcher.errors import ValidationError
 from smdist_launcher.plan.planner import build_plan
-from smdist_launcher.spec.resolved import InstanceInfo, ResolvedJob, Strategy
+from smdist_launcher.jobspec.resolved import InstanceInfo, ResolvedJob, Strategy
 
 INSTANCES = [
     InstanceInfo(instance_type="ml.p4d.24xlarge", gpus=8, efa=True, efa_rdma=True),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 USER_TEST = '''
 from smdist_launcher.plan.planner import build_plan
-from smdist_launcher.spec.resolved import InstanceInfo, ResolvedJob
+from smdist_launcher.jobspec.resolved import InstanceInfo, ResolvedJob
 
 EPOCHS = {epochs}
 

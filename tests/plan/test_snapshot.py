@@ -5,7 +5,7 @@ from pathlib import Path
 
 from smdist_launcher.plan import snapshot
 from smdist_launcher.plan.planner import build_plan
-from smdist_launcher.spec.resolved import ResolvedJob
+from smdist_launcher.jobspec.resolved import ResolvedJob
 
 
 def test_format_follows_extension() -> None:

@@ -10,8 +10,8 @@ from .console import problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..plan.model import Channel, LaunchPlan
-    from ..spec.estimator_args import EstimatorArgs
-    from ..spec.resolved import ResolvedJob
+    from ..jobspec.estimator_args import EstimatorArgs
+    from ..jobspec.resolved import ResolvedJob
 
 EXIT_OK = 0
 EXIT_DIFFERS = 1

@@ -46,7 +46,7 @@ def _usage_problem(args: argparse.Namespace) -> ValidationError | None:
         return ValidationError([ErrorItem("--request", "cannot be combined with --host, --check or --write: the request "
                                                        "is for the whole job and is not pinned")])
     if args.region is not None:
-        from ..spec.rules.arguments import region_problem
+        from ..jobspec.rules.arguments import region_problem
 
         why = region_problem(args.region) if args.request else "is only used with --request"
         if why:

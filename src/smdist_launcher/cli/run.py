@@ -96,7 +96,7 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any] | ValidationError
     if isinstance(inputs, ValidationError):
         return inputs
     if inputs:
-        from ..spec.inputs import local_path
+        from ..jobspec.inputs import local_path
 
         # typed on the command line, so relative to the current folder (the file's own inputs: to the file's folder)
         overrides["inputs"] = {k: v if "://" in v and not v.lower().startswith("file://") else "file://" + local_path(v)
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     from ..backends.registry import CLUSTER_BACKENDS, run_job_of
     from ..estimators import estimator_from_job_file
     from ..estimators.job_names import name_from_base
-    from ..spec.catalog import is_local
+    from ..jobspec.catalog import is_local
 
     overrides = overrides_from(args)
     if isinstance(overrides, ValidationError):

@@ -31,8 +31,8 @@ def run(args: argparse.Namespace) -> int:
     from ..backends.sagemaker.control import record_submission
     from ..estimators import estimator_from_job_file
     from ..estimators.job_names import name_from_base
-    from ..spec.catalog import is_local
-    from ..spec.rules.context import cluster_of
+    from ..jobspec.catalog import is_local
+    from ..jobspec.rules.context import cluster_of
 
     try:
         est = estimator_from_job_file(args.job_file, overrides={"region": args.region} if args.region else None)

@@ -1,6 +1,6 @@
 """Which SMP parameter keys exist, per API generation: the one list both sides of `mp_parameters` share.
 
-The SDK's pydantic model (spec/smp_parameters.py) types and constrains these keys; the runtimes (smp/config.py for
+The SDK's pydantic model (jobspec/smp_parameters.py) types and constrains these keys; the runtimes (smp/config.py for
 v2, smp/v1/config.py for v1) parse them on the hosts. Stdlib only: the runtime imports this.
 """
 from __future__ import annotations

@@ -4,20 +4,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ValidationError
-from ..spec import job_file as job_files
-from ..spec.catalog import is_local
-from ..spec.error_items import item
-from ..spec.estimator_args import EstimatorArgs
-from ..spec.inputs import normalize_inputs
-from ..spec.resolve import default_job_name, resolve
-from ..spec.rules.context import cluster_of
-from ..spec.sdk_objects import plain_arguments
-from ..spec.validate import validate_args
+from ..jobspec import job_file as job_files
+from ..jobspec.catalog import is_local
+from ..jobspec.error_items import item
+from ..jobspec.estimator_args import EstimatorArgs
+from ..jobspec.inputs import normalize_inputs
+from ..jobspec.resolve import default_job_name, resolve
+from ..jobspec.rules.context import cluster_of
+from ..jobspec.sdk_objects import plain_arguments
+from ..jobspec.validate import validate_args
 from .job_names import name_from_base
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..plan.model import Channel, LaunchPlan
-    from ..spec.resolved import ResolvedJob
+    from ..jobspec.resolved import ResolvedJob
 
 _REGISTRY: dict[str, type["FrameworkEstimator"]] = {}
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
-from ..spec.error_items import item
-from ..spec.rules.arguments import region_problem
+from ..jobspec.error_items import item
+from ..jobspec.rules.arguments import region_problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..plan.model import LaunchPlan
-    from ..spec.estimator_args import EstimatorArgs
+    from ..jobspec.estimator_args import EstimatorArgs
 
 
 def sagemaker_request(plan: LaunchPlan, args: EstimatorArgs, *, region: str | None = None) -> dict[str, Any]:

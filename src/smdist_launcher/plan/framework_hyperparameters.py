@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..spec.resolved import ResolvedJob
+from ..jobspec.resolved import ResolvedJob
 
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, the SDK's default
 CODE_DIR = "/opt/ml/code"

@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass
 
 from ..errors import ErrorItem, ValidationError
-from ..spec.resolved import ResolvedJob
+from ..jobspec.resolved import ResolvedJob
 
 SMDDP_SERVER_PORT = 7592
 SMDDPRUN = "smddprun"

@@ -1,7 +1,7 @@
 """Environment the toolkit sets for collective communication, by instance capability (EFA, GPUDirect RDMA)."""
 from __future__ import annotations
 
-from ..spec.resolved import ResolvedJob
+from ..jobspec.resolved import ResolvedJob
 
 MASTER_ADDR = "MASTER_ADDR"
 MASTER_PORT = "MASTER_PORT"

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ErrorItem, ValidationError
-from ..spec.resolved import ResolvedJob
+from ..jobspec.resolved import ResolvedJob
 from .framework_hyperparameters import framework_hyperparameters, tensorflow_model_dir
 from .hyperparameters import env_value, json_encode, script_hyperparameters, to_cmd_args
 from .model import Channel, HostPlan, InstanceGroupPlan, Launcher, LaunchPlan, Master

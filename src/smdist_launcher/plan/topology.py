@@ -4,7 +4,7 @@ Instance groups take consecutive hosts in the order they are given (data: algo-1
 the first host of the distribution's group, so it is not always algo-1 (as on SageMaker)."""
 from __future__ import annotations
 
-from ..spec.resolved import ResolvedInstanceGroup
+from ..jobspec.resolved import ResolvedInstanceGroup
 
 HOST_PREFIX = "algo-"
 

@@ -5,7 +5,7 @@ only when there is more than one node (a single node uses torchrun's defaults).
 """
 from __future__ import annotations
 
-from ..spec.resolved import ResolvedJob
+from ..jobspec.resolved import ResolvedJob
 
 NEURON_COMPILE_FLAG = "RUN_NEURON_PARALLEL_COMPILE"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from smdist_launcher.backends.sagemaker.images import default_image_uri, image_instance_type
-from smdist_launcher.spec import validate_args
-from smdist_launcher.spec.catalog import lookup
-from smdist_launcher.spec.image_catalog import NoImage
+from smdist_launcher.jobspec import validate_args
+from smdist_launcher.jobspec.catalog import lookup
+from smdist_launcher.jobspec.image_catalog import NoImage
 
 SMP_V2 = {"torch_distributed": {"enabled": True},
           "smdistributed": {"modelparallel": {"enabled": True, "parameters": {"hybrid_shard_degree": 2}}}}

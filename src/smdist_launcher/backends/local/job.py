@@ -19,7 +19,7 @@ from typing import Any
 from ...contract import MLPaths, write_host_config
 from ...errors import JobFailedError
 from ...plan.model import LaunchPlan
-from ...spec.rules.arguments import DEFAULT_MAX_RUN
+from ...jobspec.rules.arguments import DEFAULT_MAX_RUN
 from . import records
 from .addressing import free_port, host_addresses, pick_address_block, split_gpus, visible_gpus
 from .console import JobConsole, console_for

@@ -113,7 +113,7 @@ def with_model_channel(plan: LaunchPlan, estimator: object = None) -> LaunchPlan
     """SageMaker hands model_uri to the job as one more File channel (`model`, or model_channel_name, content type
     application/x-sagemaker-model): the same here, so it is staged like any input and the script finds it in
     SM_CHANNEL_MODEL. Plans keep it out (the SageMaker request adds it itself); the estimator knows it."""
-    from ...spec.inputs import normalize_inputs
+    from ...jobspec.inputs import normalize_inputs
     from ..sagemaker.request import MODEL_CONTENT_TYPE
 
     spec = getattr(estimator, "spec", None)

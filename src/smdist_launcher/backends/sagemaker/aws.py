@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import AwsSetupError, ValidationError
-from ...spec.error_items import item
+from ...jobspec.error_items import item
 from ..storage.s3 import ENDPOINT_ENVS
 
 

@@ -1,7 +1,7 @@
 """AWS Deep Learning Container image URIs for framework estimators, named the way the SageMaker SDK (v2) names them.
 
 `<account>.dkr.ecr.<region>.<domain>/<repository>:<tag>`, repository and tag from the image catalog
-(spec/image_catalog.py): the version as written ('2.3' → 2.3-gpu-py311), HuggingFace's CUDA/OS suffix, Trainium's
+(jobspec/image_catalog.py): the version as written ('2.3' → 2.3-gpu-py311), HuggingFace's CUDA/OS suffix, Trainium's
 pytorch-training-neuron `-neuron-py38-sdk2.4.0-ubuntu20.04` tags, and SMP v2 jobs in the smdistributed-modelparallel
 image (its own registry account). A combination the catalog lacks raises NoImage naming the argument to change.
 """
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...spec import image_catalog
-from ...spec.catalog import is_trainium
-from ...spec.estimator_args import EstimatorArgs, HuggingFaceArgs
-from ...spec.image_catalog import ImageChoice, NoImage
-from ...spec.resolved import InstanceInfo
+from ...jobspec import image_catalog
+from ...jobspec.catalog import is_trainium
+from ...jobspec.estimator_args import EstimatorArgs, HuggingFaceArgs
+from ...jobspec.image_catalog import ImageChoice, NoImage
+from ...jobspec.resolved import InstanceInfo
 
 if TYPE_CHECKING:
     from ...plan.model import LaunchPlan

@@ -5,10 +5,10 @@ import re
 
 from ...errors import ErrorItem, ValidationError
 from ...plan.model import LaunchPlan
-from ...spec.catalog import is_local, lookup
-from ...spec.error_items import item, join_path, show
-from ...spec.estimator_args import EstimatorArgs
-from ...spec.image_catalog import NoImage
+from ...jobspec.catalog import is_local, lookup
+from ...jobspec.error_items import item, join_path, show
+from ...jobspec.estimator_args import EstimatorArgs
+from ...jobspec.image_catalog import NoImage
 from .images import default_image_uri, image_instance_type
 
 # CreateTrainingJob limits (API reference): exceeding them fails the call after the code upload.

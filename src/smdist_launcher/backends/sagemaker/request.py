@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...plan.model import REDACTED, Channel, LaunchPlan, is_secret_key
-from ...spec.catalog import lookup
-from ...spec.estimator_args import EstimatorArgs
-from ...spec.rules.arguments import DEFAULT_MAX_RUN
+from ...jobspec.catalog import lookup
+from ...jobspec.estimator_args import EstimatorArgs
+from ...jobspec.rules.arguments import DEFAULT_MAX_RUN
 from .images import default_image_uri, image_instance_type
 from .locations import SUBMIT_ARCHIVE, default_bucket, output_path, role_arn, submit_uri
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ValidationError
-from ...spec.error_items import item
+from ...jobspec.error_items import item
 from .locations import role_arn
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...plan.model import LaunchPlan
-from ...spec.estimator_args import EstimatorArgs
+from ...jobspec.estimator_args import EstimatorArgs
 from . import preflight
 from .aws import AwsClients, check_buckets, ensure_bucket, resolve_region
 from .job import TrainingJob, _say, logs_enabled  # noqa: F401 - logs_enabled kept importable here

@@ -31,7 +31,7 @@ def gpus_per_node(plan: LaunchPlan, options: SlurmOptions) -> int:
     if plan.instance_type == "local_gpu":
         return plan.processes_per_host
     if plan.instance_type.startswith("ml."):
-        from ...spec.catalog import is_known, lookup
+        from ...jobspec.catalog import is_known, lookup
 
         if is_known(plan.instance_type):
             return lookup(plan.instance_type).gpus

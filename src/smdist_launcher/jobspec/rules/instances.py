@@ -91,7 +91,7 @@ def _known(ctx: RuleContext) -> Iterator[ErrorItem]:
             continue
         hint = did_you_mean(instance_type, known_instance_types())
         yield item(path, f"unknown instance type{hint} (ml.<family>.<size> such as ml.p4d.24xlarge, or local, local_cpu, "
-                         "local_gpu; new types go in smdist_launcher/spec/instances.json)", instance_type)
+                         "local_gpu; new types go in smdist_launcher/jobspec/instances.json)", instance_type)
 
 
 def _n(count: int) -> str:

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from smdist_launcher.errors import ValidationError
 from smdist_launcher.plan.planner import build_plan
-from smdist_launcher.spec import resolve, validate_args
-from smdist_launcher.spec.catalog import known_instance_types
-from smdist_launcher.spec.strategy import MULTI_PROCESS
+from smdist_launcher.jobspec import resolve, validate_args
+from smdist_launcher.jobspec.catalog import known_instance_types
+from smdist_launcher.jobspec.strategy import MULTI_PROCESS
 
 from .fuzz_strategies import SEED_DISTRIBUTIONS, mutated, values
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from smdist_launcher.spec import load_job_file, resolve, validate_args
+from smdist_launcher.jobspec import load_job_file, resolve, validate_args
 
 P4D = {"instance_type": "ml.p4d.24xlarge", "instance_count": 2}
 MPI_8 = {"enabled": True, "processes_per_host": 8, "custom_mpi_options": "--mca btl_vader_single_copy_mechanism none "}

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from pydantic import ValidationError as PydanticValidationError
 
-from smdist_launcher.spec.distribution import Distribution
-from smdist_launcher.spec.error_items import did_you_mean, from_pydantic, join_path
+from smdist_launcher.jobspec.distribution import Distribution
+from smdist_launcher.jobspec.error_items import did_you_mean, from_pydantic, join_path
 
 
 def _errors(data: object) -> dict[str, str]:
@@ -57,7 +57,7 @@ def test_quoted_numbers_and_booleans_get_a_hint() -> None:
 
 
 def test_did_you_mean_offers_only_close_matches() -> None:
-    from smdist_launcher.spec.catalog import known_instance_types
+    from smdist_launcher.jobspec.catalog import known_instance_types
 
     assert did_you_mean("ml.p9.mega", known_instance_types()) == ""           # a shared "ml." is no resemblance
     assert did_you_mean("ml.p4d.24xlarg", known_instance_types()) == "; did you mean 'ml.p4d.24xlarge'?"

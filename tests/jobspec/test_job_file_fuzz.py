@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from smdist_launcher.errors import ValidationError
-from smdist_launcher.spec import load_job_file, parse_job_file
+from smdist_launcher.jobspec import load_job_file, parse_job_file
 
 from .fuzz_strategies import SEED_DISTRIBUTIONS, mutated, values
 

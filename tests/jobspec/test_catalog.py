@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from smdist_launcher.spec import catalog
+from smdist_launcher.jobspec import catalog
 
 
 def test_gpu_rows() -> None:

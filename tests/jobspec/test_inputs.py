@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from smdist_launcher.errors import ValidationError
 from smdist_launcher.plan.model import Channel
-from smdist_launcher.spec import normalize_inputs
+from smdist_launcher.jobspec import normalize_inputs
 
 from .fuzz_strategies import values
 

@@ -1,7 +1,7 @@
 """Estimator constructor arguments (SageMaker Python SDK v2 names), one strict model per framework.
 
-The same models validate Python keyword arguments, the YAML job file (spec/job_file.py adds `framework`,
-`inputs`, `job_name`) and the CLI. Cross-field rules live in spec/rules/.
+The same models validate Python keyword arguments, the YAML job file (jobspec/job_file.py adds `framework`,
+`inputs`, `job_name`) and the CLI. Cross-field rules live in jobspec/rules/.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import resource
 import subprocess
 import sys
 
-from smdist_launcher.spec.local_capacity import MEMORY_PER_PROCESS, PROCESSES_PER_CORE, capacity
+from smdist_launcher.jobspec.local_capacity import MEMORY_PER_PROCESS, PROCESSES_PER_CORE, capacity
 
 
 def test_capacity_is_the_tightest_of_cores_memory_and_process_slots():
@@ -23,7 +23,7 @@ def test_a_lower_process_limit_lowers_the_bound_and_is_named():
         _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
         resource.setrlimit(resource.RLIMIT_NPROC, (20, hard))
 
-    code = ("import json; from smdist_launcher.spec.local_capacity import capacity; c = capacity(); "
+    code = ("import json; from smdist_launcher.jobspec.local_capacity import capacity; c = capacity(); "
             "print(json.dumps([c.processes, c.why]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, preexec_fn=limit)
     processes, why = json.loads(out.stdout)

@@ -42,7 +42,7 @@ def error_paths(exc: ValidationError) -> list[str]:
 
 def problems(framework: str, args: dict[str, Any], **kw: Any) -> list[str]:
     """The error paths validate_args reports ([] when valid)."""
-    from smdist_launcher.spec import validate_args
+    from smdist_launcher.jobspec import validate_args
 
     try:
         with warnings.catch_warnings():
@@ -54,7 +54,7 @@ def problems(framework: str, args: dict[str, Any], **kw: Any) -> list[str]:
 
 
 def messages(framework: str, args: dict[str, Any], **kw: Any) -> dict[str, str]:
-    from smdist_launcher.spec import validate_args
+    from smdist_launcher.jobspec import validate_args
 
     try:
         with warnings.catch_warnings():

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from smdist_launcher.spec import versions
+from smdist_launcher.jobspec import versions
 
 
 @pytest.mark.parametrize(("version", "minimum", "expected"), [

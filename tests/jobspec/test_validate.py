@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from smdist_launcher.errors import ValidationError
-from smdist_launcher.spec import validate_args
+from smdist_launcher.jobspec import validate_args
 
 from .conftest import messages, problems
 

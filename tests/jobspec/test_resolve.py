@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from smdist_launcher.errors import ValidationError
-from smdist_launcher.spec import resolve, validate_args
+from smdist_launcher.jobspec import resolve, validate_args
 
 
 def _resolved(framework: str = "pytorch", job_name: str | None = None, **args: Any) -> Any:

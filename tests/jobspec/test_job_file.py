@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from smdist_launcher.errors import ValidationError
-from smdist_launcher.spec import load_job_file, resolve
-from smdist_launcher.spec.job_file import job_file_model
+from smdist_launcher.jobspec import load_job_file, resolve
+from smdist_launcher.jobspec.job_file import job_file_model
 
 JOB = """\
 framework: pytorch

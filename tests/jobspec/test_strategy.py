@@ -5,9 +5,9 @@ from typing import Any
 
 import pytest
 
-from smdist_launcher.spec.catalog import lookup
-from smdist_launcher.spec.distribution import Distribution
-from smdist_launcher.spec.strategy import decide
+from smdist_launcher.jobspec.catalog import lookup
+from smdist_launcher.jobspec.distribution import Distribution
+from smdist_launcher.jobspec.strategy import decide
 
 P4D = lookup("ml.p4d.24xlarge")
 SMP = {"enabled": True, "parameters": {"tensor_parallel_degree": 2}}

@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from smdist_launcher.spec import validate_args
-from smdist_launcher.spec.estimator_args import HuggingFaceArgs, PyTorchArgs, TensorFlowArgs
+from smdist_launcher.jobspec import validate_args
+from smdist_launcher.jobspec.estimator_args import HuggingFaceArgs, PyTorchArgs, TensorFlowArgs
 
 from .conftest import messages, problems
 

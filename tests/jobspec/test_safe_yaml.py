@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from smdist_launcher.spec import safe_yaml
-from smdist_launcher.spec.safe_yaml import YamlLimitError
+from smdist_launcher.jobspec import safe_yaml
+from smdist_launcher.jobspec.safe_yaml import YamlLimitError
 
 
 def alias_bomb(levels: int, width: int = 10) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from smdist_launcher.errors import ValidationWarning
-from smdist_launcher.spec import validate_args
+from smdist_launcher.jobspec import validate_args
 
 from ..conftest import messages, problems
 
@@ -126,7 +126,7 @@ def test_sagemaker_cluster_bounds_name_the_limit(args: dict[str, Any]) -> None:
 
 
 def test_local_cluster_is_bounded_by_this_machine(args: dict[str, Any]) -> None:
-    from smdist_launcher.spec.local_capacity import capacity
+    from smdist_launcher.jobspec.local_capacity import capacity
 
     room = capacity().processes
     got = messages("pytorch", {**args, "instance_type": "local", "instance_count": 2**31})

@@ -4,8 +4,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from smdist_launcher.spec import validate_args
-from smdist_launcher.spec.distribution import Distribution
+from smdist_launcher.jobspec import validate_args
+from smdist_launcher.jobspec.distribution import Distribution
 
 from .conftest import messages
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError as PydanticValidationError
 
-from smdist_launcher.spec.smp_parameters import SHARED_KEYS, V1_KEYS, V2_KEYS, SMPParameters
+from smdist_launcher.jobspec.smp_parameters import SHARED_KEYS, V1_KEYS, V2_KEYS, SMPParameters
 
 
 @pytest.mark.parametrize("value", ["spread", "cluster", "DPT", "TPD", "PTD"])
@@ -36,6 +36,6 @@ def test_key_sets_partition_the_fields() -> None:
 def test_the_model_declares_exactly_the_contract_keys() -> None:
     # The runtimes parse mp_parameters from the contract's key list; the SDK's model must type every key of it.
     from smdist_launcher.contract.smp_parameters import ALL_KEYS
-    from smdist_launcher.spec.smp_parameters import SMPParameters
+    from smdist_launcher.jobspec.smp_parameters import SMPParameters
 
     assert set(SMPParameters.model_fields) == set(ALL_KEYS)
