@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 
-from smdist_launcher.backends.local.environment import host_environment
+from smdist_launcher.backends.local.host_environment import host_environment
 from smdist_launcher.backends.local.loopback import BIND_ADDRESS_ENV, loopback_library
 
 from .plans import tiny_plan

@@ -4,8 +4,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from smdist_launcher.backends.local.jobdir import JobDir
-from smdist_launcher.backends.local.records import JobRecord, process_start
+from smdist_launcher.backends.toolkit.jobdir import JobDir
+from smdist_launcher.backends.toolkit.records import JobRecord, process_start
 
 
 def make_job(root: Path, name: str, status: str = "Completed", *, age_s: float = 0.0, pid: int | None = None,

@@ -1,7 +1,9 @@
 """SageMaker import paths resolve to our modules in a fresh interpreter that has the compat site dir on PYTHONPATH."""
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import types
@@ -33,7 +35,8 @@ def test_smp_v1_path_resolves_or_says_what_is_missing(tmp_path):
     r = _python("import smdistributed.modelparallel.torch as smp, smdist_launcher.smp.v1 as v1; "
                 "assert smp is v1; print('ok')", tmp_path)
     if r.returncode:
-        assert "smdistributed.modelparallel.torch is provided by smdist_launcher.smp.v1" in r.stderr, r.stderr
+        assert "cannot import smdistributed.modelparallel.torch (the SMP v1 API)" in r.stderr, r.stderr
+        assert "smdist-launcher provides it as smdist_launcher.smp.v1" in r.stderr, r.stderr
     else:
         assert r.stdout.strip() == "ok"
 
@@ -55,15 +58,39 @@ def test_alias_mechanics_with_missing_and_empty_targets(monkeypatch):
         monkeypatch.setitem(sys.modules, "fake_sm", types.ModuleType("fake_sm"))
         sys.modules["fake_sm"].__path__ = []  # type: ignore[attr-defined]
         assert importlib.import_module("fake_sm.full") is full
-        with pytest.raises(ImportError, match="provided by smdist_fake_empty .test., which is not implemented yet"):
+        with pytest.raises(ImportError, match=r"cannot import fake_sm.empty \(test\): this version of "
+                           "smdist-launcher does not implement it yet. Upgrade smdist-launcher") as empty_error:
             importlib.import_module("fake_sm.empty")
-        with pytest.raises(ImportError, match="provided by smdist_fake_not_there .owner X., which is not available"):
+        with pytest.raises(ImportError, match=r"cannot import fake_sm.missing \(owner X\): smdist-launcher provides "
+                           r"it as smdist_fake_not_there, which failed to import \(.*\). Install the package that "
+                           "provides the module 'smdist_fake_not_there'") as missing_error:
             importlib.import_module("fake_sm.missing")
+        for error in (empty_error.value, missing_error.value):
+            assert not re.search(r"\bissue \d", str(error))  # no internal tracker numbers in what users read
         assert aliases.target_of("fake_sm.full.sub") == ("smdist_fake_full.sub", "test", "fake_sm.full")
     finally:
         for name in ("fake_sm.full", "fake_sm.empty", "fake_sm.missing"):
             sys.modules.pop(name, None)
         sys.meta_path.remove(finder)
+
+
+@pytest.mark.parametrize(("error", "advice"), [
+    (ModuleNotFoundError("No module named 'yaml'", name="yaml"),
+     "Install the package that provides the module 'yaml' in this Python environment"),
+    (ImportError("cannot import name 'x' from 'torch.distributed'", name="torch.distributed"),
+     "Install a version of 'torch' that smdist-launcher supports in this Python environment"),
+    (ModuleNotFoundError("No module named 'smdist_launcher.smp.v1'", name="smdist_launcher.smp.v1"),
+     "This installation of smdist-launcher is incomplete: reinstall or upgrade it in this Python environment"),
+    (ImportError("something else"),
+     "Check that smdist-launcher and its dependencies are installed in this Python environment"),
+])
+def test_import_errors_say_what_to_install(error: ImportError, advice: str) -> None:
+    assert aliases.what_to_install(error) == advice
+
+
+def test_user_facing_descriptions_have_no_internal_issue_numbers() -> None:
+    for alias, (_, what) in ALIASES.items():
+        assert not re.search(r"\bissue\b", what, re.IGNORECASE), (alias, what)
 
 
 def test_other_sitecustomize_still_runs(tmp_path):
@@ -82,3 +109,14 @@ def test_mpi_rank_moves_to_its_host_code_dir(tmp_path):
     assert r.stdout.strip() == str(code)
     r = _python("import os; print(os.getcwd())", tmp_path, SMDIST_RANK_CWD=str(code))  # not an MPI rank
     assert r.stdout.strip() == str(tmp_path)
+
+
+def test_a_rank_registers_its_stack_dumps(tmp_path):
+    stacks = tmp_path / "stacks"
+    r = _python("import json, os; print(os.getpid())", tmp_path, SMDIST_STACKS_DIR=str(stacks), RANK="2",
+                SMDIST_HOST="algo-1")
+    pid = int(r.stdout.strip())
+    header = (stacks / f"{pid}.txt").read_text().splitlines()[0]
+    assert json.loads(header) == {"pid": pid, "rank": 2, "host": "algo-1"}
+    r = _python("import os; print(os.getpid())", tmp_path, SMDIST_STACKS_DIR=str(stacks / "helper"))  # no rank
+    assert not (stacks / "helper").exists(), r.stderr

@@ -53,7 +53,7 @@ def test_jobs_marks_a_record_whose_launcher_died(ws, capsys):
     import json
     import subprocess
 
-    from smdist_launcher.backends.local.records import JobRecord
+    from smdist_launcher.backends.toolkit.records import JobRecord
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from smdist_launcher.backends.local import run_job
-from smdist_launcher.backends.local.process_sweep import job_processes
+from smdist_launcher.backends.toolkit.process_sweep import job_processes
 
 HANG = r'''
 dist.init_process_group("gloo")

@@ -114,7 +114,7 @@ def test_ctrl_c_stops_everything(ws):
     assert "STATUS Stopped" in out
     record = json.loads((ws.jobs / plan.job_name / "job.json").read_text())
     assert record["status"] == "Stopped"
-    from smdist_launcher.backends.local.process_sweep import job_processes
+    from smdist_launcher.backends.toolkit.process_sweep import job_processes
 
     assert job_processes(record["job_id"]) == []
     assert os.environ.get("SMDIST_JOB_ID") != record["job_id"]
@@ -125,7 +125,7 @@ def test_a_killed_launcher_leaves_no_job_behind(ws):
     packs what the hosts left, stops what is left of them and removes the job's temp folder."""
     import tarfile
 
-    from smdist_launcher.backends.local.process_sweep import job_processes
+    from smdist_launcher.backends.toolkit.process_sweep import job_processes
 
     script = ('import pathlib\n'
               'host = os.environ["SM_CURRENT_HOST"]\n'
@@ -193,7 +193,7 @@ def test_sigkill_of_a_host_runtime_names_that_host_not_its_victims(ws):
         job.record.failure_reason
     assert "host algo-1" not in job.record.failure_reason
     assert job.record.hosts["algo-2"]["exit_code"] == -9
-    from smdist_launcher.backends.local.process_sweep import job_processes
+    from smdist_launcher.backends.toolkit.process_sweep import job_processes
 
     assert job_processes(job.record.job_id) == []
 
@@ -240,7 +240,7 @@ def test_sighup_when_the_terminal_closes_stops_the_job_in_order(ws):
     assert "hanging-now" in logs[1].read_text()
     # lines that came after the terminal was gone still reached the log files
     assert all("received SIGTERM: stopping every process of this host" in p.read_text() for p in logs)
-    from smdist_launcher.backends.local.process_sweep import job_processes
+    from smdist_launcher.backends.toolkit.process_sweep import job_processes
 
     assert job_processes(record["job_id"]) == []
 

@@ -76,7 +76,7 @@ def test_stop_ends_a_background_job(ws):
     with pytest.raises(JobFailedError) as info:
         job.wait()
     assert info.value.status == "Stopped" and "stopped by stop()" in info.value.diagnosis
-    from smdist_launcher.backends.local.process_sweep import job_processes
+    from smdist_launcher.backends.toolkit.process_sweep import job_processes
 
     assert job_processes(job.job_id) == []
 

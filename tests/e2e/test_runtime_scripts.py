@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from smdist_launcher.backends.local.process_sweep import job_processes
+from smdist_launcher.backends.toolkit.process_sweep import job_processes
 from smdist_launcher.cli.main import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

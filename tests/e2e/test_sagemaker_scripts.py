@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from smdist_launcher.backends.local import run_job
-from smdist_launcher.backends.local.process_sweep import job_processes
+from smdist_launcher.backends.toolkit.process_sweep import job_processes
 from smdist_launcher.errors import JobFailedError
 
 CORPUS = Path(__file__).resolve().parent / "sagemaker_scripts"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from smdist_launcher import spec
+from smdist_launcher import jobspec as spec
 from smdist_launcher.errors import ValidationError
 from smdist_launcher.plan import snapshot
 from smdist_launcher.plan.planner import build_plan

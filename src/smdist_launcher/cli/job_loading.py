@@ -34,12 +34,12 @@ class LoadedJob:
 def load_job(path: str, *, check_inputs: bool = False) -> LoadedJob:
     """Validate and resolve the job file (ValidationError with every problem); ValidationWarnings are collected, not
     printed. check_inputs: local input folders must exist."""
-    from .. import spec
+    from .. import jobspec
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ValidationWarning)
-        job_file = spec.load_job_file(path, check_inputs=check_inputs)
-        job = spec.resolve(job_file)
+        job_file = jobspec.load_job_file(path, check_inputs=check_inputs)
+        job = jobspec.resolve(job_file)
     notes = [str(w.message) for w in caught if issubclass(w.category, ValidationWarning)]
     for w in caught:
         if not issubclass(w.category, ValidationWarning):

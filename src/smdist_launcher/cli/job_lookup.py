@@ -6,7 +6,7 @@ from typing import Any
 
 def local_record(jobs_dir: str | None, name: str) -> Any | None:
     """The record of `name` (exact, else a unique prefix) in the jobs folder, or None."""
-    from ..backends.local.jobdir import jobs_root
+    from ..backends.toolkit.jobdir import jobs_root
     from .logs import find_job
 
     found = find_job(jobs_root(jobs_dir), name)

@@ -40,7 +40,7 @@ def _refreshed(records: list) -> list:
 
 def _sagemaker_records(region: str | None, known: set[str]) -> list:
     """Recent training jobs of the region (ListTrainingJobs) as records, those not already in the jobs folder."""
-    from ..backends.local.records import JobRecord
+    from ..backends.toolkit.records import JobRecord
     from ..backends.sagemaker.attach import checked_clients
 
     clients = checked_clients(region)
@@ -82,8 +82,8 @@ HEADER = ["NAME", "STATUS", "PHASE", "STRATEGY", "HOSTSxPROCS", "CREATED", "DURA
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends.local.jobdir import JOBS_ROOT_RULE, jobs_root
-    from ..backends.local.records import list_records
+    from ..backends.toolkit.jobdir import JOBS_ROOT_RULE, jobs_root
+    from ..backends.toolkit.records import list_records
 
     from ..backends.local.recovery import finalize_interrupted
 

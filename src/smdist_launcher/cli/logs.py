@@ -26,11 +26,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def find_job(root: Path, wanted: str | None):  # noqa: ANN201 - a JobRecord or an error message
-    from ..backends.local.records import list_records
+    from ..backends.toolkit.records import list_records
 
     records = list_records(root)
     if not records:
-        from ..backends.local.jobdir import JOBS_ROOT_RULE
+        from ..backends.toolkit.jobdir import JOBS_ROOT_RULE
 
         return f"no jobs in {root} (the jobs folder is {JOBS_ROOT_RULE})"
     from ..backends.local.recovery import finalize_if_interrupted
@@ -73,8 +73,8 @@ def _emit(data: bytes) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends.local.jobdir import JobDir, jobs_root
-    from ..backends.local.records import FINAL_STATUSES, INTERRUPTED, JobRecord
+    from ..backends.toolkit.jobdir import JobDir, jobs_root
+    from ..backends.toolkit.records import FINAL_STATUSES, INTERRUPTED, JobRecord
 
     root = jobs_root(args.jobs_dir)
     record = find_job(root, args.job)

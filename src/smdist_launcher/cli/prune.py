@@ -41,8 +41,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends.local.jobdir import jobs_root
-    from ..backends.local.records import list_records
+    from ..backends.toolkit.jobdir import jobs_root
+    from ..backends.toolkit.records import list_records
     from .jobs import status_of
     from .rm import refusal, remove
 

@@ -19,7 +19,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def refusal(record) -> str | None:  # noqa: ANN001 - a JobRecord (import kept lazy)
     """Why this job must not be removed now, or None."""
-    from ..backends.local.records import IN_PROGRESS
+    from ..backends.toolkit.records import IN_PROGRESS
     from .jobs import _REMOTE, status_of
 
     if status_of(record) != IN_PROGRESS:
@@ -33,13 +33,13 @@ def refusal(record) -> str | None:  # noqa: ANN001 - a JobRecord (import kept la
 def remove(root: Path, record) -> None:  # noqa: ANN001 - a JobRecord
     """Delete the job's folder. The path comes from the jobs root and the checked name, never from the record's
     job_dir field, so that a tampered record cannot point the removal elsewhere."""
-    from ..backends.local.jobdir import check_job_name
+    from ..backends.toolkit.jobdir import check_job_name
 
     shutil.rmtree(root / check_job_name(record.job_name))
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends.local.jobdir import jobs_root
+    from ..backends.toolkit.jobdir import jobs_root
     from .logs import find_job
 
     root = jobs_root(args.jobs_dir)

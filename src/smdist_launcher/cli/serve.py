@@ -46,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends.local.jobdir import jobs_root
+    from ..backends.toolkit.jobdir import jobs_root
     from ..backends.registry import choose
     from ..serve.server import serve
 

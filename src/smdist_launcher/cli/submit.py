@@ -27,7 +27,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends.local.jobdir import jobs_root
+    from ..backends.toolkit.jobdir import jobs_root
     from ..backends.sagemaker.control import record_submission
     from ..estimators import estimator_from_job_file
     from ..estimators.job_names import name_from_base

@@ -10,19 +10,19 @@ from . import ALIASES
 
 
 def target_of(fullname: str) -> tuple[str, str, str] | None:
-    """(our module, owner, user-facing alias) for a user-facing name or a submodule of one."""
-    for alias, (target, owner) in ALIASES.items():
+    """(our module, what it is, user-facing alias) for a user-facing name or a submodule of one."""
+    for alias, (target, what) in ALIASES.items():
         if fullname == alias or fullname.startswith(alias + "."):
-            return target + fullname[len(alias):], owner, alias
+            return target + fullname[len(alias):], what, alias
     return None
 
 
 # Plain classes: the import system only needs these methods, and importlib.abc costs ~10 ms at every start-up
 # of every user process (this runs from sitecustomize).
 class _AliasLoader:
-    def __init__(self, target: str, owner: str) -> None:
+    def __init__(self, target: str, what: str) -> None:
         self.target = target
-        self.owner = owner
+        self.what = what
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         return types.ModuleType(spec.name)  # placeholder; exec_module swaps in the real module
@@ -32,12 +32,25 @@ class _AliasLoader:
         try:
             real = importlib.import_module(self.target)
         except ImportError as e:
-            raise ImportError(f"{name} is provided by {self.target} ({self.owner}), which is not available in this "
-                              f"installation of smdist-launcher: {e}", name=name) from e
+            raise ImportError(f"cannot import {name} ({self.what}): smdist-launcher provides it as {self.target}, "
+                              f"which failed to import ({e}). {what_to_install(e)}", name=name) from e
         if self.target.count(".") <= 2 and not any(not k.startswith("_") for k in vars(real)):
-            raise ImportError(f"{name} is provided by {self.target} ({self.owner}), which is not implemented yet "
-                              "in this version of smdist-launcher", name=name)
+            raise ImportError(f"cannot import {name} ({self.what}): this version of smdist-launcher does not "
+                              "implement it yet. Upgrade smdist-launcher, or remove this import from the script",
+                              name=name)
         sys.modules[name] = real  # the import system returns what sys.modules holds after exec_module
+
+
+def what_to_install(error: ImportError) -> str:
+    """The advice for a target that failed to import: which package to install in this Python environment."""
+    missing = (error.name or "").split(".")[0]
+    if not missing:
+        return "Check that smdist-launcher and its dependencies are installed in this Python environment"
+    if missing == "smdist_launcher":
+        return "This installation of smdist-launcher is incomplete: reinstall or upgrade it in this Python environment"
+    if isinstance(error, ModuleNotFoundError):
+        return f"Install the package that provides the module '{missing}' in this Python environment"
+    return f"Install a version of '{missing}' that smdist-launcher supports in this Python environment"
 
 
 class AliasFinder:

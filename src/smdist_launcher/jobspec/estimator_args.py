@@ -52,7 +52,7 @@ class EstimatorArgs(SpecModel):
     source_dir: str | None = None
     dependencies: list[str] | None = None
     # symbolic links in source_dir/dependencies that point outside them: refused unless True (then their content is
-    # packed); links that stay inside are always kept as links (backends/source_tree.py)
+    # packed); links that stay inside are always kept as links (backends/toolkit/source_tree.py)
     follow_symlinks: bool = False
     git_config: dict[str, Any] | None = None
     # image

@@ -150,7 +150,7 @@ def serve(host: str, port: int, jobs_dir: str | Path, *, keys: KeyPair, profile:
     print("[smdist serve] clients (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY in the environment win over a profile: "
           "unset them):", flush=True)
     print(client_line(url, profile, region, credentials), flush=True)
-    from ..backends.local.supervisor import Interrupted, stop_signals_interrupt
+    from ..backends.toolkit.supervisor import Interrupted, stop_signals_interrupt
 
     restore = stop_signals_interrupt()  # SIGTERM/SIGHUP end serve like Ctrl-C: the exit stops running jobs in order
     try:

@@ -20,6 +20,7 @@ from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
 
 from . import process_group as pg
 from .logger import get_logger
+from .state import relayout, state
 
 _HYBRID = (ShardingStrategy.HYBRID_SHARD, ShardingStrategy._HYBRID_SHARD_ZERO2)
 _TO_HYBRID = {ShardingStrategy.FULL_SHARD: ShardingStrategy.HYBRID_SHARD,
@@ -36,9 +37,6 @@ def _native_hybrid_shard(dp: int, tp: int) -> int:
 
 def resolve(sharding_strategy: ShardingStrategy | None) -> tuple[ShardingStrategy, dict[str, Any]]:
     """The strategy and the process_group / device_mesh keyword FSDP gets from tsm.state."""
-    from .state import state
-    from .transform import relayout
-
     strategy = sharding_strategy or ShardingStrategy.FULL_SHARD
     layout = state.layout
     assert layout is not None
@@ -84,7 +82,6 @@ def install() -> None:
     def __init__(self: FullyShardedDataParallel, module: nn.Module, process_group: Any = None,
                  sharding_strategy: ShardingStrategy | None = None, *args: Any,
                  post_param_init_fn: Callable[[nn.Module], None] | None = None, **kwargs: Any) -> None:
-        from .state import state
         if state.initialized and process_group is None and kwargs.get("device_mesh") is None and not args:
             chosen, groups = resolve(sharding_strategy)
             if chosen != (sharding_strategy or ShardingStrategy.FULL_SHARD):

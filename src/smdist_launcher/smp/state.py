@@ -7,8 +7,9 @@ from typing import Any
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 
+from . import process_group
 from .config import SMPConfig
-from .mesh import MeshLayout
+from .mesh import MeshLayout, build_mesh
 
 
 @dataclass
@@ -178,3 +179,11 @@ def reset_state() -> None:
     state.__dict__.update(fresh.__dict__)
 
 
+def relayout(shard: int) -> None:
+    """Rebuild tsm.state's mesh with ``shard`` ranks per shard group (FSDP's HYBRID_SHARD with
+    hybrid_shard_degree 0 shards within a host). Collective: every rank calls it at the same point."""
+    layout = state.layout
+    assert layout is not None
+    new = MeshLayout(replicate=layout.dp // shard, shard=shard, tp=layout.tp)
+    state.layout = new
+    state.device_mesh = build_mesh(new, process_group.device_type())

@@ -13,7 +13,7 @@ from torch.distributed.tensor.parallel import parallelize_module
 from . import fsdp1, offload_wrapper_patch, process_group, teardown
 from .activation_checkpoint import block_names
 from .config import check_against_world, load_config, raw_parameters
-from .mesh import MeshLayout, build_mesh, layout_for
+from .mesh import build_mesh, layout_for
 from .state import SMPState, state
 from .tensor_parallel.transformer import mark_transformer_layers
 from .tp_plan import TPPlan, divide_head_counts, find_blocks, infer_plan
@@ -48,16 +48,6 @@ def init(config: str | Mapping[str, Any] | None = None) -> SMPState:
             log.warning("smp: %s=%d is accepted but not implemented by this runtime; it runs as 1",
                         key, getattr(cfg, key))
     return state
-
-
-def relayout(shard: int) -> None:
-    """Rebuild tsm.state's mesh with ``shard`` ranks per shard group (FSDP's HYBRID_SHARD with
-    hybrid_shard_degree 0 shards within a host). Collective: every rank calls it at the same point."""
-    layout = state.layout
-    assert layout is not None
-    new = MeshLayout(replicate=layout.dp // shard, shard=shard, tp=layout.tp)
-    state.layout = new
-    state.device_mesh = build_mesh(new, process_group.device_type())
 
 
 def _forget_world_group(st: SMPState) -> None:

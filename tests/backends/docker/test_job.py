@@ -8,7 +8,7 @@ import pytest
 
 from smdist_launcher.backends.docker.image import EngineUnavailable
 from smdist_launcher.backends.local import records
-from smdist_launcher.backends.local.process_sweep import job_processes
+from smdist_launcher.backends.toolkit.process_sweep import job_processes
 from smdist_launcher.estimators.base import estimator_from_job_file
 
 from ..hanging_job import start_hanging_job

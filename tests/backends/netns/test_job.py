@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from smdist_launcher.backends.local import records
-from smdist_launcher.backends.local.process_sweep import job_processes
+from smdist_launcher.backends.toolkit.process_sweep import job_processes
 from smdist_launcher.backends.netns.job import run_job
 from smdist_launcher.backends.netns.network import NETNS_DIR, processes_in
 from smdist_launcher.errors import JobFailedError

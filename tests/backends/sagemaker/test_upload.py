@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from smdist_launcher.backends.sagemaker.upload import archive_members, write_archive
-from smdist_launcher.backends.source_tree import SymlinkError
+from smdist_launcher.backends.toolkit.source_tree import SymlinkError
 
 
 def _names(archive: Path) -> list[str]:

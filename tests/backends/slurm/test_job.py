@@ -40,7 +40,7 @@ def _squeue(cluster, settle_s: float = 120) -> str:
 
 
 def _job_processes(job_id: str) -> list[int]:
-    from smdist_launcher.backends.local.process_sweep import job_processes
+    from smdist_launcher.backends.toolkit.process_sweep import job_processes
 
     return list(job_processes(job_id))
 

@@ -95,7 +95,7 @@ def test_environment_limits(args: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("uri", ["file:///tmp/ckpt", "file://ckpt", "/tmp/ckpt", "ckpt/run1", "s3://bucket/ckpt"])
 def test_checkpoint_folder_in_local_mode(args: dict[str, Any], uri: str) -> None:
-    # local mode restores from / saves to a folder on this machine (backends/local/outputs.py)
+    # local mode restores from / saves to a folder on this machine (backends/toolkit/outputs.py)
     assert problems("pytorch", {**args, "instance_type": "local", "checkpoint_s3_uri": uri}) == []
     groups = [{"instance_group_name": "a", "instance_type": "local", "instance_count": 1}]
     assert problems("pytorch", {**{k: v for k, v in args.items() if k not in ("instance_type", "instance_count")},

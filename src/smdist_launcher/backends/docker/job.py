@@ -14,7 +14,7 @@ from typing import Any
 
 from ...contract import MLPaths
 from ..local.job import LocalJob
-from ..local.supervisor import HostLaunch
+from ..toolkit.supervisor import HostLaunch
 from .image import DEFAULT_TAG, EngineUnavailable, docker_cli, require_engine
 
 BACKEND = "docker"
@@ -136,8 +136,8 @@ class DockerJob(LocalJob):
 def run_job(plan, *, estimator=None, wait: bool = True, logs=True, jobs_root=None, grace: float = 5.0,  # type: ignore[no-untyped-def]
             image: str | None = None):
     """Like backends.local.run_job, each simulated host a container of the smdist image."""
-    from ..local.jobdir import JobDir, jobs_root as resolve_jobs_root
-    from ..local.staging import prepare_local_run
+    from ..toolkit.jobdir import JobDir, jobs_root as resolve_jobs_root
+    from ..toolkit.staging import prepare_local_run
 
     require_engine()
     chosen = image_of(dict(os.environ), image)

@@ -20,19 +20,19 @@ from ...contract import MLPaths, write_host_config
 from ...errors import JobFailedError
 from ...plan.model import LaunchPlan
 from ...jobspec.rules.arguments import DEFAULT_MAX_RUN
-from . import records
+from ..toolkit import records
 from .addressing import free_port, host_addresses, pick_address_block, split_gpus, visible_gpus
-from .console import JobConsole, console_for
-from .diagnosis import describe_failure, describe_stop, early_exits, read_failures, stop_reason
-from .environment import host_environment, scrub_host_secrets
-from .jobdir import JobDir, jobs_root as resolve_jobs_root
+from ..toolkit.job_console import JobConsole, console_for
+from ..toolkit.diagnosis import describe_failure, describe_stop, early_exits, read_failures, stop_reason
+from .host_environment import host_environment, scrub_host_secrets
+from ..toolkit.jobdir import JobDir, jobs_root as resolve_jobs_root
 from .localize import with_master_port
-from .logs import LogMux
-from .outputs import checkpoint_dir, collect_outputs, restore_checkpoints, save_checkpoints
+from ..toolkit.log_mux import LogMux
+from ..toolkit.outputs import checkpoint_dir, collect_outputs, restore_checkpoints, save_checkpoints
 from ...container.stack_dumps import STACKS_ON_STOP_ENV
-from .stack_dumps import RankStack, dump_stacks
-from .staging import LocalCode, prepare_local_run, stage_channels, stage_code
-from .supervisor import HostLaunch, Interrupted, Outcome, Supervisor, stop_signals_interrupt
+from ..toolkit.stack_dumps import RankStack, dump_stacks
+from ..toolkit.staging import LocalCode, prepare_local_run, stage_channels, stage_code
+from ..toolkit.supervisor import HostLaunch, Interrupted, Outcome, Supervisor, stop_signals_interrupt
 
 GPU_INSTANCE_TYPES = ("local_gpu",)
 

@@ -17,7 +17,7 @@ from ...container.multihost import SSH_KEY_ENV
 from ...container.ssh_daemon import find_sshd, keygen
 from ...contract import MLPaths
 from ..local.job import LocalJob
-from ..local.supervisor import HostLaunch
+from ..toolkit.supervisor import HostLaunch
 from .localize import with_interface
 from .network import SimNetwork, namespace_path, reap_stale
 
@@ -105,8 +105,8 @@ class NetnsJob(LocalJob):
 
 def run_job(plan, *, estimator=None, wait: bool = True, logs=True, jobs_root=None, grace: float = 5.0):  # type: ignore[no-untyped-def]
     """Like backends.local.run_job, each simulated host in its own network namespace with a real sshd."""
-    from ..local.jobdir import JobDir, jobs_root as resolve_jobs_root
-    from ..local.staging import prepare_local_run
+    from ..toolkit.jobdir import JobDir, jobs_root as resolve_jobs_root
+    from ..toolkit.staging import prepare_local_run
 
     check_available()
     plan, code = prepare_local_run(plan, estimator)

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..local.process_sweep import kill_until_gone
+from ..toolkit.process_sweep import kill_until_gone
 
 PREFIX = "smdist-nn"
 NETNS_DIR = Path("/run/netns")

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..local.jobdir import JobDir
-from ..local.records import FINAL_STATUSES, JobRecord
+from ..toolkit.jobdir import JobDir
+from ..toolkit.records import FINAL_STATUSES, JobRecord
 from .attach import checked_clients
 from .job import TrainingJob, _say
 

@@ -18,7 +18,7 @@ from .locations import SUBMIT_ARCHIVE, default_bucket, split_s3
 from .request import LAUNCHER_ENV, JobTarget, build_request, plan_for_container, target_for
 from .roles import resolve_role
 from .status import SageMakerJob
-from ..source_tree import SourceEntry
+from ..toolkit.source_tree import SourceEntry
 from .upload import archive_members, upload_archive, write_archive
 
 POLL_ENV = "SMDIST_SAGEMAKER_POLL_S"

@@ -11,7 +11,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from ..source_tree import SourceEntry, walk_source
+from ..toolkit.source_tree import SourceEntry, walk_source
 from ..storage.locations import parse_location
 from ..storage.s3 import upload_file
 from .request import PLAN_IN_ARCHIVE
@@ -23,7 +23,7 @@ def archive_members(source_dir: str | None, entry_point: str, dependencies: list
                     follow_symlinks: bool = False) -> list[SourceEntry]:
     """What goes into the archive: source_dir's content at the root (else the entry point file alone), then each
     dependency under its base name. Paths are absolute local paths (estimator.source_dir_path / entry_point_path).
-    Symbolic links: backends/source_tree.py (links inside stay links; links leaving refused unless followed)."""
+    Symbolic links: backends/toolkit/source_tree.py (links inside stay links; links leaving refused unless followed)."""
     if source_dir:
         members = [e for e in walk_source(Path(source_dir), follow_symlinks=follow_symlinks)
                    if e.name.split("/")[0] != ".smdist"]

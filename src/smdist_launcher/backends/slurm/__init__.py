@@ -22,7 +22,7 @@ def run_job(plan: Any, *, estimator: Any = None, wait: bool = True, logs: Any = 
 
 def refresh(job_dir: Any) -> Any:
     """The job record of a Slurm job folder, brought up to date with Slurm (`smdist status/jobs`)."""
-    from ..local.jobdir import JobDir
+    from ..toolkit.jobdir import JobDir
     from .job import refresh as _refresh
 
     return _refresh(JobDir(job_dir) if not isinstance(job_dir, JobDir) else job_dir)
@@ -30,7 +30,7 @@ def refresh(job_dir: Any) -> Any:
 
 def stop_job(job_dir: Any) -> None:
     """scancel the job of a Slurm job folder (`smdist stop`)."""
-    from ..local.jobdir import JobDir
+    from ..toolkit.jobdir import JobDir
     from .job import SlurmJob
 
     SlurmJob(JobDir(job_dir) if not isinstance(job_dir, JobDir) else job_dir, logs=False).stop()

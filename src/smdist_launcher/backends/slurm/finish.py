@@ -12,11 +12,11 @@ from pathlib import Path
 
 from ...contract import MLPaths
 from ...plan.model import LaunchPlan
-from ..local import records
-from ..local.environment import scrub_host_secrets
-from ..local.diagnosis import describe_failure, describe_stop
-from ..local.jobdir import JobDir
-from ..local.outputs import collect_outputs, save_checkpoints
+from ..toolkit import records
+from ..local.host_environment import scrub_host_secrets
+from ..toolkit.diagnosis import describe_failure, describe_stop
+from ..toolkit.jobdir import JobDir
+from ..toolkit.outputs import collect_outputs, save_checkpoints
 
 _LOCK = ".finishing"
 

@@ -17,11 +17,11 @@ from ...contract.config_files import hyperparameters_for
 from ...contract.secrets import SECRET_HPS_ENV, encode_secret_env, is_secret_key, secret_hyperparameters
 from ...errors import JobFailedError
 from ...plan.model import LaunchPlan
-from ..local import records
-from ..local.console import JobConsole, console_for
-from ..local.jobdir import JobDir, jobs_root as resolve_jobs_root
-from ..local.outputs import restore_checkpoints
-from ..local.staging import prepare_local_run, stage_channels, stage_code
+from ..toolkit import records
+from ..toolkit.job_console import JobConsole, console_for
+from ..toolkit.jobdir import JobDir, jobs_root as resolve_jobs_root
+from ..toolkit.outputs import restore_checkpoints
+from ..toolkit.staging import prepare_local_run, stage_channels, stage_code
 from . import scheduler
 from .finish import finalize
 from .options import SlurmOptions

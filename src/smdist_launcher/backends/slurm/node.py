@@ -20,13 +20,13 @@ from pathlib import Path
 from ...contract import write_host_config
 from ...contract.secrets import REDACTED, SECRET_HPS_ENV
 from ...plan.model import LaunchPlan
-from ..local.environment import host_environment
-from ..local.console import SilentConsole
-from ..local.jobdir import JobDir
-from ..local.logs import LogMux
+from ..local.host_environment import host_environment
+from ..toolkit.job_console import SilentConsole
+from ..toolkit.jobdir import JobDir
+from ..toolkit.log_mux import LogMux
 from ..local.localize import with_master_port
-from ..local.outputs import checkpoint_dir
-from ..local.records import JobRecord
+from ..toolkit.outputs import checkpoint_dir
+from ..toolkit.records import JobRecord
 
 # Ports 20000-39999: every node derives the same one from the Slurm job id, and jobs sharing nodes differ.
 _PORT_BASE, _PORT_SPAN = 20000, 20000

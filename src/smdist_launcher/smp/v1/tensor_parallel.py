@@ -18,37 +18,12 @@ from torch.distributed.tensor import Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
 from torch.nn.modules.module import register_module_parameter_registration_hook
 
-from .notices import warn_once
 from .state import state
+from .tp_keywords import check_keywords, current_overrides, opened
 
 SUPPORTED = (nn.Linear, nn.Embedding)
 
-# tensor_parallelism() keywords that select fused CUDA kernels in SMP: the math is the same unfused.
-KERNEL_ONLY = {"fused_softmax", "fused_bias_gelu"}
-# Keywords the smp.nn modules honour (read through current_overrides()).
-HONOURED = {"attention_in_fp32", "query_key_layer_scaling"}
-_overrides: list[dict[str, Any]] = []  # kwargs of the open tensor_parallelism() contexts, outermost first
-_enabled_stack: list[bool] = []  # their enabled= flags
-
-
-def current_overrides() -> dict[str, Any]:
-    """Keyword overrides of the innermost tensor_parallelism() contexts (outer first, inner wins)."""
-    merged: dict[str, Any] = {}
-    for layer in _overrides:
-        merged.update(layer)
-    return merged
-
-
-def check_keywords(kwargs: dict[str, Any], where: str) -> None:
-    """Warn once per keyword that changes nothing here."""
-    from .nn.layers import init_argument_names  # smp.nn imports this module
-
-    for key in kwargs:
-        if key in KERNEL_ONLY:
-            warn_once(f"tp-{key}", f"{where}({key}=...) selects a fused CUDA kernel in SMP; it has no effect here "
-                      "(the same math runs unfused)")
-        elif key not in HONOURED and key not in init_argument_names():
-            warn_once(f"tp-{key}", f"{where}({key}=...) matches no argument of the smp.nn modules; it has no effect here")
+_enabled_stack: list[bool] = []  # enabled= flags of the open tensor_parallelism() contexts, outermost first
 
 
 @contextlib.contextmanager
@@ -65,13 +40,12 @@ def tensor_parallelism(enabled: bool = True, **kwargs: Any) -> Iterator[None]:
                 state.tp_marks.pop(id(module), None)
 
     handle = register_module_parameter_registration_hook(mark)
-    _overrides.append(dict(kwargs))
     _enabled_stack.append(enabled)
     try:
-        yield
+        with opened(kwargs):
+            yield
     finally:
         _enabled_stack.pop()
-        _overrides.pop()
         handle.remove()
 
 

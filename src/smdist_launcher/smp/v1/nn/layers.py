@@ -9,7 +9,6 @@ DistributedTransformer with both pre_layernorm and post_layernorm gives its laye
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 from typing import Any
 
@@ -19,7 +18,7 @@ from torch import nn
 
 from ..notices import warn_once
 from ..state import state
-from ..tensor_parallel import current_overrides
+from ..tp_keywords import accepts_overrides
 
 
 _MASKED = -10000.0  # additive score of a masked key (finite, so a fully masked row stays finite)
@@ -34,23 +33,6 @@ def _mark(module: nn.Module, tied: bool = False) -> nn.Module:
     if tied:
         module._smp_tied = True  # shares its weight (LM head): stays replicated
     return module
-
-
-def _with_overrides(cls: type) -> type:
-    """tensor_parallelism(**kwargs) keywords that match an __init__ argument override it (SMP's rule)."""
-    original = cls.__init__
-    names = set(inspect.signature(original).parameters) - {"self"}
-
-    @functools.wraps(original)
-    def init(self: nn.Module, *args: Any, **kwargs: Any) -> None:
-        for key, value in current_overrides().items():
-            if key in names:
-                kwargs[key] = value
-        original(self, *args, **kwargs)
-
-    cls.__init__ = init  # type: ignore[method-assign]
-    cls._smp_init_names = names  # type: ignore[attr-defined]
-    return cls
 
 
 def _init_linear(linear: nn.Linear, normal: bool, std: float) -> nn.Linear:
@@ -74,7 +56,7 @@ def _check_norms(pre: bool, post: bool, where: str) -> None:
         raise ValueError(f"smp.nn.{where}: at least one of pre_layernorm and post_layernorm must be True")
 
 
-@_with_overrides
+@accepts_overrides
 class DistributedLinear(nn.Linear, DistributedModule):
     """nn.Linear whose output features are split over the tp group (global in/out sizes)."""
 
@@ -83,7 +65,7 @@ class DistributedLinear(nn.Linear, DistributedModule):
         _mark(self)
 
 
-@_with_overrides
+@accepts_overrides
 class DistributedEmbedding(nn.Embedding, DistributedModule):
     """nn.Embedding split over the embedding dim."""
 
@@ -106,7 +88,7 @@ class FusedLayerNorm(nn.LayerNorm):
         super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine, **kwargs)
 
 
-@_with_overrides
+@accepts_overrides
 class DistributedAttentionLayer(DistributedModule):
     def __init__(self, num_attention_heads: int = 32, attention_head_size: int = 32, hidden_size: int = 1024,
                  attention_dropout_prob: float = 0.1, hidden_dropout_prob: float = 0.1, layernorm_epsilon: float = 1e-5,
@@ -162,7 +144,7 @@ class DistributedAttentionLayer(DistributedModule):
         return self.layernorm(out) if self.layernorm is not None else out
 
 
-@_with_overrides
+@accepts_overrides
 class DistributedTransformerOutputLayer(DistributedModule):
     def __init__(self, hidden_size: int = 1024, intermediate_size: int = 4096, hidden_dropout_prob: float = 0.1,
                  activation: str = "gelu", layernorm_epsilon: float = 1e-5, initializer_range: float = 0.02,
@@ -186,7 +168,7 @@ class DistributedTransformerOutputLayer(DistributedModule):
         return self.layernorm(out) if self.layernorm is not None else out
 
 
-@_with_overrides
+@accepts_overrides
 class DistributedTransformerLayer(DistributedModule):
     def __init__(self, num_attention_heads: int = 32, attention_head_size: int = 32, hidden_size: int = 1024,
                  intermediate_size: int = 4096, attention_dropout_prob: float = 0.1, hidden_dropout_prob: float = 0.1,
@@ -224,7 +206,7 @@ class DistributedTransformerLayer(DistributedModule):
         return (out, cross, mask, cross_mask) if self.add_cross_attention else (out, mask)
 
 
-@_with_overrides
+@accepts_overrides
 class DistributedTransformer(DistributedModule):
     def __init__(self, num_layers: int = 12, num_attention_heads: int = 32, attention_head_size: int = 32,
                  hidden_size: int = 1024, intermediate_size: int = 4096, attention_dropout_prob: float = 0.1,
@@ -254,7 +236,7 @@ class DistributedTransformer(DistributedModule):
         return out
 
 
-@_with_overrides
+@accepts_overrides
 class DistributedTransformerLMHead(DistributedModule):
     """Embeddings (word + position [+ token type]) -> DistributedTransformer -> LM head tied to the word embedding.
 
@@ -366,17 +348,3 @@ class FlashAttentionLayer(DistributedModule):
             mask, causal = mask + causal_add, False
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0,
                                               is_causal=causal, scale=self.scale)
-
-
-_INIT_NAMES: set[str] | None = None
-
-
-def init_argument_names() -> set[str]:
-    """Every __init__ argument of the smp.nn modules (what tensor_parallelism(**kwargs) can override)."""
-    global _INIT_NAMES
-    if _INIT_NAMES is None:
-        _INIT_NAMES = set()
-        for cls in (DistributedLinear, DistributedEmbedding, DistributedAttentionLayer, DistributedTransformerOutputLayer,
-                    DistributedTransformerLayer, DistributedTransformer, DistributedTransformerLMHead):
-            _INIT_NAMES |= cls._smp_init_names  # type: ignore[attr-defined]
-    return _INIT_NAMES

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from smdist_launcher.backends.local.staging import local_code_source, stage_channels, stage_code
+from smdist_launcher.backends.toolkit.staging import local_code_source, stage_channels, stage_code
 from smdist_launcher.contract import MLPaths
 from smdist_launcher.plan.model import Channel
 
-from .plans import tiny_plan
+from ..plans import tiny_plan
 
 
 def _hosts(tmp_path: Path, n: int = 2) -> dict[str, MLPaths]:
@@ -133,7 +133,7 @@ def test_code_source_comes_from_the_estimator_when_it_knows():
 
 def test_dependencies_are_staged_next_to_the_code_like_sagemaker(tmp_path: Path) -> None:
     from smdist_launcher import PyTorch
-    from smdist_launcher.backends.local.staging import prepare_local_run
+    from smdist_launcher.backends.toolkit.staging import prepare_local_run
 
     src, lib = tmp_path / "src", tmp_path / "shared" / "mylib"
     src.mkdir()
@@ -158,7 +158,7 @@ def test_dependencies_are_staged_next_to_the_code_like_sagemaker(tmp_path: Path)
 
 def test_relative_checkpoint_folder_is_read_from_the_job_file_folder(tmp_path: Path, monkeypatch) -> None:
     # restore (launcher) and save (Slurm's finisher runs in the job folder) must reach the same folder
-    from smdist_launcher.backends.local.staging import prepare_local_run
+    from smdist_launcher.backends.toolkit.staging import prepare_local_run
     from smdist_launcher.estimators import estimator_from_job_file
 
     project = tmp_path / "project"

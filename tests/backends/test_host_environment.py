@@ -4,7 +4,7 @@ import json
 import os
 import sys
 
-from smdist_launcher.backends.local.environment import host_environment
+from smdist_launcher.backends.local.host_environment import host_environment
 
 from .plans import tiny_plan
 

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from smdist_launcher.backends.local.jobdir import JobDir, check_job_name, jobs_root
-from smdist_launcher.backends.local.records import JobRecord, list_records
+from smdist_launcher.backends.toolkit.jobdir import JobDir, check_job_name, jobs_root
+from smdist_launcher.backends.toolkit.records import JobRecord, list_records
 
 
 def test_record_phases_and_round_trip(tmp_path):
@@ -42,7 +42,7 @@ def test_launcher_gone_when_its_pid_is_dead_or_reused(tmp_path):
     import subprocess
     import sys
 
-    from smdist_launcher.backends.local.records import JobRecord, process_start
+    from smdist_launcher.backends.toolkit.records import JobRecord, process_start
 
     mine = JobRecord(job_name="j", job_id="j-1", job_dir=str(tmp_path))
     assert mine.launcher_started == process_start(os.getpid()) and not mine.launcher_gone()

@@ -5,8 +5,8 @@ import os
 import sys
 from pathlib import Path
 
-from smdist_launcher.backends.local.process_sweep import job_processes
-from smdist_launcher.backends.local.supervisor import HostLaunch, Supervisor
+from smdist_launcher.backends.toolkit.process_sweep import job_processes
+from smdist_launcher.backends.toolkit.supervisor import HostLaunch, Supervisor
 
 # A host that starts a grandchild in ANOTHER session (like orted started through the rsh agent),
 # then idles: only the /proc sweep can find that grandchild. The file `escapee-up` (in its cwd) says it started one.

@@ -12,7 +12,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import IO
 
-from .console import JobConsole
+from .job_console import JobConsole
 
 _PREFIX = re.compile(r"^\[(?P<host>[^\] ]+)(?: r(?P<rank>\d+))?\](?: |$)")
 

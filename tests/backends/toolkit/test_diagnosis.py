@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import json
 
-from smdist_launcher.backends.local.diagnosis import describe_failure, first_failure
-from smdist_launcher.backends.local.supervisor import HostExit
+from smdist_launcher.backends.toolkit.diagnosis import describe_failure, first_failure
+from smdist_launcher.backends.toolkit.supervisor import HostExit
 
 
 def test_first_real_failure_beats_earlier_victims_and_our_sigterms():
@@ -63,7 +63,7 @@ def _rank(folder, pid: int, rank: int, exit_code: int | None = None, at_ns: int 
 
 
 def test_early_exits_name_a_rank_that_left_while_others_ran(tmp_path):
-    from smdist_launcher.backends.local.diagnosis import early_exits
+    from smdist_launcher.backends.toolkit.diagnosis import early_exits
 
     s = 1_000_000_000
     a1, a2 = tmp_path / "algo-1", tmp_path / "algo-2"

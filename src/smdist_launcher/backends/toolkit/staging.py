@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlparse
 
 from ...contract import MLPaths
 from ...plan.model import Channel, LaunchPlan
-from ..source_tree import check_source_links
+from ..toolkit.source_tree import check_source_links
 from ..storage import s3 as s3io
 from ..storage.locations import Location, parse_location
 

@@ -1,7 +1,7 @@
 """Where jobs live: one rule for run, jobs, logs, rm, prune and fit()."""
 from __future__ import annotations
 
-from smdist_launcher.backends.local.jobdir import jobs_root
+from smdist_launcher.backends.toolkit.jobdir import jobs_root
 
 
 def test_jobs_root_is_found_from_any_subfolder_of_the_project(tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ import pytest
 
 from smdist_launcher import PyTorch
 from smdist_launcher.backends.local import run_job
-from smdist_launcher.backends.source_tree import SymlinkError, check_source_links, walk_source
+from smdist_launcher.backends.toolkit.source_tree import SymlinkError, check_source_links, walk_source
 
 
 def _estimator(src: Path, **extra) -> PyTorch:

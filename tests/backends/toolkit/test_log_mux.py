@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from smdist_launcher.backends.local.logs import LogMux
+from smdist_launcher.backends.toolkit.log_mux import LogMux
 
 
 class Collect:

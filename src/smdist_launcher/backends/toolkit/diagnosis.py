@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .logs import tail
+from .log_mux import tail
 from .supervisor import HostExit
 
 TRACEBACK_LINES = 30

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import io
 
-from smdist_launcher.backends.local.console import PlainConsole
+from smdist_launcher.backends.toolkit.job_console import PlainConsole
 
 TORCHRUN_RUN = """\
 [algo-1] code directory /j/hosts/algo-1/opt/ml/code is not empty: using it as is (submit directory not unpacked)

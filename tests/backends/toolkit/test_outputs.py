@@ -3,11 +3,11 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
-from smdist_launcher.backends.local.outputs import (checkpoint_dir, collect_outputs, pack_merged,
+from smdist_launcher.backends.toolkit.outputs import (checkpoint_dir, collect_outputs, pack_merged,
                                                     restore_checkpoints, save_checkpoints)
 from smdist_launcher.contract import MLPaths
 
-from .plans import tiny_plan
+from ..plans import tiny_plan
 
 
 def _hosts(tmp_path: Path) -> dict[str, MLPaths]:
