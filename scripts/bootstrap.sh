@@ -18,9 +18,9 @@ APT_PACKAGES=(
   slurm-wlm            # the slurm backend's tests start slurmctld + two slurmd in a private netns
   munge                # Slurm's authentication daemon (a private munged per test cluster)
 )
-PIP_EXTRAS="torch,aws,test"
+PIP_EXTRAS="torch,aws,test,lint"
 TORCH_PIN="torch==2.13.0"  # installed first and pinned: the CPU wheel; a range would pull a CUDA build
-IMPORT_CHECK="import smdist_launcher, torch, numpy, mpi4py, moto, pytest"
+IMPORT_CHECK="import smdist_launcher, torch, numpy, mpi4py, moto, pytest, mypy, ruff"
 # Another apt/dpkg (unattended-upgrades, a second shell) may hold the package lock: wait for it this long.
 APT_LOCK_TIMEOUT_S=${SMDIST_APT_LOCK_TIMEOUT_S:-600}
 

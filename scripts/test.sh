@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The test command (README, .ci/run): set up everything on a fresh machine, then run the whole suite.
+# The test command (README, .ci/run): set up everything on a fresh machine, run the lint and type gate, then the
+# whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+bash scripts/lint.sh
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

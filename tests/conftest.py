@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+# The moto S3 fixtures (`moto_endpoint`, `s3`) for every test folder: a test names them, nothing to import.
+pytest_plugins = ["backends.moto_s3"]
+
 MNIST_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "mnist"
 
 

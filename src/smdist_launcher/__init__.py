@@ -28,9 +28,22 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .errors import ErrorItem, JobFailedError, ValidationError, ValidationWarning
-    from .estimators import Framework, HuggingFace, MXNet, PyTorch, TensorFlow, estimator_from_job_file
-    from .plan.model import LaunchPlan
+    # `X as X`: an explicit re-export (what __getattr__ returns at run time), for type checkers and linters
+    from .errors import (
+        ErrorItem as ErrorItem,
+        JobFailedError as JobFailedError,
+        ValidationError as ValidationError,
+        ValidationWarning as ValidationWarning,
+    )
+    from .estimators import (
+        Framework as Framework,
+        HuggingFace as HuggingFace,
+        MXNet as MXNet,
+        PyTorch as PyTorch,
+        TensorFlow as TensorFlow,
+        estimator_from_job_file as estimator_from_job_file,
+    )
+    from .plan.model import LaunchPlan as LaunchPlan
 
 
 def __getattr__(name: str) -> Any:

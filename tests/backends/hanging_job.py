@@ -31,7 +31,7 @@ def start_hanging_job(run_job: Callable[..., Any], tmp_path: Path, job_name: str
     est = PyTorch(entry_point="train.py", source_dir=str(src), instance_type="local", instance_count=2,
                   framework_version="2.3", py_version="py311", max_run=900,
                   distribution={"mpi": {"enabled": True, "processes_per_host": 2}})
-    job = run_job(est.plan(job_name=job_name), estimator=est, jobs_root=tmp_path / "jobs", wait=False, logs=False)
+    job = run_job(est.submission(est.plan(job_name=job_name)), jobs_root=tmp_path / "jobs", wait=False, logs=False)
     log2 = job.job_dir / "logs" / "algo-2.log"
     deadline = time.monotonic() + setup_timeout_s  # a bound on the set-up, not a measurement
     while not (log2.exists() and "ready 3 on algo-2" in log2.read_text()):

@@ -6,17 +6,23 @@ import pytest
 from smdist_launcher.backends import registry
 
 
-def test_known_backends_and_the_default():
-    from smdist_launcher.backends.local import run_job as local_run_job
+def test_every_backend_implements_the_interface_and_the_default():
+    from smdist_launcher.backends.api import Backend
 
-    assert registry.DEFAULT == "process" and {"process", "netns", "docker"} <= set(registry.names())
-    assert registry.run_job_of(None) is local_run_job
-    assert registry.run_job_of("netns").__module__ == "smdist_launcher.backends.netns"
+    assert registry.DEFAULT == "process"
+    assert registry.names() == ["process", "netns", "docker", "slurm", "sagemaker"]
+    for name in registry.names():
+        backend = registry.get(name)
+        assert isinstance(backend, Backend) and backend.name == name
+    assert registry.get("local").name == "process"  # older job records say "local"
+    assert registry.for_job(None, ["local"]).name == "process"
+    assert registry.for_job(None, ["ml.p4d.24xlarge"]).name == "sagemaker"
+    assert registry.for_job("slurm", ["ml.p4d.24xlarge"]).name == "slurm"
 
 
 def test_unknown_backend_lists_the_choices():
-    with pytest.raises(ValueError, match="unknown backend 'podman'; choose one of process, netns, docker"):
-        registry.run_job_of("podman")
+    with pytest.raises(ValueError, match="unknown backend 'podman'; choose one of process, netns, docker, slurm"):
+        registry.get("podman")
 
 
 def test_fit_refuses_a_local_backend_for_sagemaker_instance_types(tmp_path):

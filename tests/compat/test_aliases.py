@@ -111,7 +111,9 @@ def test_mpi_rank_moves_to_its_host_code_dir(tmp_path):
     assert r.stdout.strip() == str(tmp_path)
 
 
-def test_a_rank_registers_its_stack_dumps(tmp_path):
+def test_a_rank_registers_its_stack_dumps(tmp_path, monkeypatch):
+    for name in ("RANK", "OMPI_COMM_WORLD_RANK", "SMDIST_RANK"):
+        monkeypatch.delenv(name, raising=False)
     stacks = tmp_path / "stacks"
     r = _python("import json, os; print(os.getpid())", tmp_path, SMDIST_STACKS_DIR=str(stacks), RANK="2",
                 SMDIST_HOST="algo-1")

@@ -112,7 +112,7 @@ class Job:
             except subprocess.TimeoutExpired:
                 self.kill()
                 text, _ = p.communicate()
-                raise AssertionError(f"runtime of {n} did not finish within {timeout} s:\n{text}")
+                raise AssertionError(f"runtime of {n} did not finish within {timeout} s:\n{text}") from None
             out[n] = (p.returncode, text)
         shutil.rmtree(self.tmp, ignore_errors=True)
         return out

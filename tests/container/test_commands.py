@@ -1,7 +1,14 @@
 import sys
 
-from smdist_launcher.container.commands import (host_option_indexes, is_mpirun, is_torchrun, mpirun_local,
-                                                resolve_python, through_rank_entry, torchrun_with_tee)
+from smdist_launcher.container.commands import (
+    host_option_indexes,
+    is_mpirun,
+    is_torchrun,
+    mpirun_local,
+    resolve_python,
+    through_rank_entry,
+    torchrun_with_tee,
+)
 
 
 def test_resolve_python_and_torchrun():

@@ -35,7 +35,8 @@ def test_hosts_are_renamed_group_by_group() -> None:
 
 def test_nothing_to_rename() -> None:
     plan = json.loads(EXAMPLE.read_text())
-    same = {"instance_groups": [{"instance_group_name": g["name"], "hosts": g["hosts"]} for g in plan["instance_groups"]]}
+    same = {"instance_groups": [{"instance_group_name": g["name"], "hosts": g["hosts"]}
+                                for g in plan["instance_groups"]]}
     assert real_host_names(plan, same) == {} and real_host_names(plan, {}) == {}
     with pytest.raises(ValueError, match="train: 2 host"):
         real_host_names(plan, {"instance_groups": [{"instance_group_name": "data", "hosts": ["algo-1"]},

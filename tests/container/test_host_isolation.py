@@ -11,8 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from smdist_launcher.container.host_isolation import (HOST_LOCAL_MCA, HostIsolation, ISOLATION_ENV, hosts_file_text,
-                                                      localize_orted_argv, needed, scratch_env, turned_off)
+from smdist_launcher.container.host_isolation import (
+    HOST_LOCAL_MCA,
+    ISOLATION_ENV,
+    HostIsolation,
+    hosts_file_text,
+    localize_orted_argv,
+    needed,
+    scratch_env,
+    turned_off,
+)
 
 REAL_OPT_ML = Path("/opt/ml")
 

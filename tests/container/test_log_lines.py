@@ -1,5 +1,4 @@
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from smdist_launcher.container.log_lines import FixedRankLines, MpiTagLines, TorchrunLines
 

@@ -7,7 +7,7 @@ import shlex
 import pytest
 
 from smdist_launcher.container import ssh_command
-from smdist_launcher.container.multihost import (client_config, job_key, master_verdict, ssh_port, worker_hosts)
+from smdist_launcher.container.multihost import client_config, job_key, master_verdict, ssh_port, worker_hosts
 from smdist_launcher.container.ssh_daemon import authorized_key_line
 from smdist_launcher.contract import MLPaths
 

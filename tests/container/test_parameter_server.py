@@ -180,7 +180,7 @@ def test_plan_from_the_planner_runs(make_job, tmp_path):
         strategy="parameter_server", hyperparameters={"epochs": 2}, network_interface="lo")
     job = make_job(planner.build_plan(job_spec).to_dict(), WORKER)
     job.start(fake_tensorflow(tmp_path))
-    for host, (code, text) in job.wait(timeout=180).items():
+    for code, text in job.wait(timeout=180).values():
         assert code == 0, text
     ps = [json.loads((tmp_path / "markers" / f"ps{i}.json").read_text()) for i in range(2)]
     assert [p["cluster"]["ps"] for p in ps] == [_addresses(job, 2223)] * 2

@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-from smdist_launcher.container.process_tree import descendants, is_alive, terminate_descendants
+from smdist_launcher.container.process_tree import descendants, is_alive
 
 # A child that ignores SIGTERM and starts a grandchild in a new session (what torchrun does with its ranks).
 STUBBORN = """

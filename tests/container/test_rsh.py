@@ -87,9 +87,9 @@ def test_agent_unknown_host_fails_like_ssh(tmp_path):
 
 
 def test_parse_remote_command_without_a_shell():
-    from smdist_launcher.container.rsh_server import parse_remote_command
-
     import pytest
+
+    from smdist_launcher.container.rsh_server import parse_remote_command
 
     bin_dir = _fake_open_mpi(Path(tempfile.mkdtemp()) / "mpi")
     orted = str(bin_dir / "orted")

@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from .hostjobs import (free_port, job_processes, make_plan, mpirun_available, sigterm_runtimes_and_check,
-                       wait_for_files)
+from .hostjobs import free_port, job_processes, make_plan, mpirun_available, sigterm_runtimes_and_check, wait_for_files
 
 pytestmark = pytest.mark.slow
 needs_mpi = pytest.mark.skipif(not mpirun_available(), reason="needs OpenMPI's mpirun")
@@ -127,7 +126,8 @@ def test_mpirun_failing_rank_is_named_and_worker_fails_too(make_job):
 
 
 def _wait_ready(job, n, timeout=180):
-    files = [job.roots[h] / "output" / "data" / f"ready{r}" for i, h in enumerate(job.names) for r in (2 * i, 2 * i + 1)]
+    files = [job.roots[h] / "output" / "data" / f"ready{r}"
+             for i, h in enumerate(job.names) for r in (2 * i, 2 * i + 1)]
     wait_for_files(job, files[:n], timeout)
 
 
@@ -196,7 +196,7 @@ def test_plans_from_the_planner_run(make_job, strategy):
     job = make_job(plan, ALLREDUCE)
     job.start({"MY_API_TOKEN": "s3cret"})
     outputs = job.wait()
-    for host, (code, text) in outputs.items():
+    for code, text in outputs.values():
         assert code == 0, text
     for rank, host in enumerate(["algo-1", "algo-1", "algo-2", "algo-2"]):
         r = json.loads((job.roots[host] / "output" / "data" / f"rank{rank}.json").read_text())

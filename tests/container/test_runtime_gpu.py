@@ -35,7 +35,7 @@ def test_torchrun_nccl_two_hosts(make_job):
     gpus = {h: ",".join(str(i * per_host + k) for k in range(per_host)) for i, h in enumerate(job.names)}
     job.start({"SMDIST_NUM_GPUS": ""}, {h: {"CUDA_VISIBLE_DEVICES": g} for h, g in gpus.items()})
     outputs = job.wait(timeout=240)
-    for host, (code, text) in outputs.items():
+    for code, text in outputs.values():
         print(text)
         assert code == 0, text
     world = 2 * per_host

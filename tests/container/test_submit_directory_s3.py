@@ -8,8 +8,6 @@ import pytest
 
 from smdist_launcher.container.submit_directory import UnsafeArchiveError, prepare_code
 
-from backends.moto_s3 import moto_endpoint  # noqa: F401 - the shared moto server fixture
-
 boto3 = pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
 

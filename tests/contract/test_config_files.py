@@ -2,8 +2,13 @@ import json
 
 import pytest
 
-from smdist_launcher.contract.config_files import (hyperparameters_for, input_data_config_for, read_json,
-                                                   resource_config_for, write_json)
+from smdist_launcher.contract.config_files import (
+    hyperparameters_for,
+    input_data_config_for,
+    read_json,
+    resource_config_for,
+    write_json,
+)
 
 
 def _plan(hosts=("algo-1", "algo-2", "algo-10")):

@@ -1,5 +1,9 @@
-from smdist_launcher.contract.hyperparameters import (decode_hyperparameters, encode_hyperparameters,
-                                                      split_hyperparameters, to_cmd_args)
+from smdist_launcher.contract.hyperparameters import (
+    decode_hyperparameters,
+    encode_hyperparameters,
+    split_hyperparameters,
+    to_cmd_args,
+)
 
 
 def test_encode_matches_sdk_json_encoding():

@@ -8,8 +8,14 @@ import pytest
 
 from smdist_launcher.cli.main import main
 from smdist_launcher.contract import write_host_config
-from smdist_launcher.contract.secrets import (REDACTED, decode_secret_env, encode_secret_env, is_secret_key,
-                                              redact_argv, restore_argv)
+from smdist_launcher.contract.secrets import (
+    REDACTED,
+    decode_secret_env,
+    encode_secret_env,
+    is_secret_key,
+    redact_argv,
+    restore_argv,
+)
 
 SECRET = "hf-VeRy-SeCrEt-1"
 
@@ -53,7 +59,8 @@ def test_cli_plan_never_prints_secret_hyperparameters(tmp_path: Path, capsys: py
     (tmp_path / "train.py").write_text("print('hi')\n")
     job = tmp_path / "job.yaml"
     job.write_text(JOB)
-    for extra in ([], ["--format", "json"], ["--format", "yaml"], ["--host", "algo-1"], ["--host", "algo-1", "--format", "json"]):
+    for extra in ([], ["--format", "json"], ["--format", "yaml"], ["--host", "algo-1"],
+                  ["--host", "algo-1", "--format", "json"]):
         assert main(["plan", str(job), *extra]) == 0, extra
         out = capsys.readouterr().out
         assert SECRET not in out and REDACTED in out, extra

@@ -140,7 +140,7 @@ def test_sagemaker_script(folder: Path, tmp_path: Path, monkeypatch: pytest.Monk
     plan = estimator.plan(job_name=folder.name.replace("_", "-"))
     error: JobFailedError | None = None
     try:
-        run_job(plan, estimator=estimator, jobs_root=jobs)
+        run_job(estimator.submission(plan), jobs_root=jobs)
     except JobFailedError as exc:
         error = exc
     console = capsys.readouterr().out
@@ -171,7 +171,7 @@ def test_without_host_isolation_mpi_still_works_and_the_fallback_is_said_once(tm
     monkeypatch.chdir(tmp_path)
     estimator = estimator_from_job_file(str(CORPUS / "mpi4py_collectives" / "job.yaml"))
     plan = estimator.plan(job_name="mpi4py-no-isolation")
-    run_job(plan, estimator=estimator, jobs_root=tmp_path / "jobs")
+    run_job(estimator.submission(plan), jobs_root=tmp_path / "jobs")
     out = capsys.readouterr().out
     assert out.count("absolute /opt/ml paths are NOT private") == 1, out
     assert "turned off by SMDIST_HOST_ISOLATION=off" in out

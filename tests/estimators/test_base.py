@@ -1,6 +1,8 @@
 """The estimator: validation at construction, SageMaker-like attributes, plan() / fit(dry_run) / fit()."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import importlib
 import subprocess
 import sys
@@ -77,32 +79,38 @@ def test_plan_inputs_are_validated(kwargs: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("backend, changes, inputs, model_data", [
-    ("local", {"instance_type": "local"}, "file://data", "file:///jobs/model.tar.gz"),
+    ("process", {"instance_type": "local"}, "file://data", "file:///jobs/model.tar.gz"),
     # routing only; tests/backends/sagemaker/ runs that backend against a moto server
     ("sagemaker", {}, "s3://bucket/train", "s3://bucket/job/output/model.tar.gz"),
 ])
 def test_fit_runs_the_plan_through_its_backend(kwargs: dict[str, Any], monkeypatch: pytest.MonkeyPatch, backend: str,
                                                changes: dict[str, Any], inputs: str, model_data: str,
                                                tmp_path: Path) -> None:
+    from smdist_launcher.backends import registry
+
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data").mkdir()  # local fit() checks that a relative data folder exists (here, not the checkout's)
-    module = importlib.import_module(f"smdist_launcher.backends.{backend}")
+    chosen = registry.get(backend)
     seen: dict[str, Any] = {}
 
     class Result:
         pass
 
-    def run_job(plan: LaunchPlan, *, estimator: Any, wait: bool, logs: Any) -> Result:
-        seen.update(plan=plan, estimator=estimator, wait=wait, logs=logs)
+    def submit(dry: Any, *, wait: bool, logs: Any, jobs_root: Any) -> Result:
+        seen.update(dry=dry, wait=wait, logs=logs)
         result = Result()
         result.model_data = model_data  # type: ignore[attr-defined]
         return result
 
-    monkeypatch.setattr(module, "run_job", run_job, raising=False)
+    monkeypatch.setattr(type(chosen), "dryrun", lambda self, submission, options: SimpleNamespace(
+        submission=submission), raising=True)
+    monkeypatch.setattr(type(chosen), "submit", lambda self, dry, **kw: submit(dry, **kw), raising=True)
     est = PyTorch(**{**kwargs, **changes, "base_job_name": "demo"})
     result = est.fit(inputs, wait=False)
-    assert seen["estimator"] is est and seen["wait"] is False
-    assert seen["plan"].job_name.startswith("demo-2") and len(seen["plan"].job_name) == len("demo-2024-05-01-12-34-56-789")
+    submission = seen["dry"].submission
+    assert submission.settings is est.spec and seen["wait"] is False  # the backend sees the arguments, not est
+    plan = submission.plan
+    assert plan.job_name.startswith("demo-2") and len(plan.job_name) == len("demo-2024-05-01-12-34-56-789")
     assert est.latest_job is result and est.model_data == model_data
 
 

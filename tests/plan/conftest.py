@@ -22,8 +22,8 @@ def resolved_job(**overrides: Any) -> ResolvedJob:
     instance = INSTANCES.get(instance, instance) if isinstance(instance, str) else instance
     fields: dict[str, Any] = dict(
         framework="pytorch", framework_version="2.3", py_version="py311", job_name="job", entry_point="train.py",
-        source_dir="src", instance_type=instance.instance_type, instance_count=2, instance=instance, processes_per_host=8,
-        strategy="torch_distributed", hyperparameters={"epochs": 2, "lr": 0.1},
+        source_dir="src", instance_type=instance.instance_type, instance_count=2, instance=instance,
+        processes_per_host=8, strategy="torch_distributed", hyperparameters={"epochs": 2, "lr": 0.1},
     )
     if instance.local:
         fields["network_interface"] = "lo"

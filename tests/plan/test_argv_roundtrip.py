@@ -1,4 +1,5 @@
-"""Hyperparameter values with shell metacharacters reach the script unchanged: the rendered argv goes through a real process."""
+"""Hyperparameter values with shell metacharacters reach the script unchanged: the rendered argv goes through a real
+process."""
 from __future__ import annotations
 
 import json
@@ -6,12 +7,11 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
+from smdist_launcher.jobspec.resolved import ResolvedJob
 from smdist_launcher.plan.hyperparameters import to_cmd_args
 from smdist_launcher.plan.planner import build_plan
-from smdist_launcher.jobspec.resolved import ResolvedJob
 
 NASTY = {
     "subshell": "$(rm -rf /)",
@@ -33,14 +33,16 @@ def test_single_host_argv_survives_a_real_process(make_job: Callable[..., Resolv
     plan = build_plan(make_job(strategy="single", instance_count=1, hyperparameters=NASTY))
     argv = plan.hosts[0].argv
     assert argv[:2] == ["python", "train.py"]
-    out = subprocess.run([sys.executable, "-c", ECHO, *argv[2:]], capture_output=True, text=True, check=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", ECHO, *argv[2:]], capture_output=True, text=True, check=True,
+                         timeout=60)
     received = json.loads(out.stdout)
     assert received == argv[2:]
-    assert dict(zip(received[0::2], received[1::2])) == {f"--{k}": v for k, v in NASTY.items()}
+    assert dict(zip(received[0::2], received[1::2], strict=True)) == {f"--{k}": v for k, v in NASTY.items()}
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=2).filter(lambda k: not k.startswith("sagemaker_")),
+@given(st.dictionaries(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=2)
+                       .filter(lambda k: not k.startswith("sagemaker_")),
                        st.text(alphabet=st.characters(blacklist_categories=("Cs",))), max_size=5))
 def test_any_text_value_is_one_unchanged_token(hyperparameters: dict[str, str]) -> None:
     args = to_cmd_args(hyperparameters)

@@ -7,10 +7,9 @@ from collections.abc import Callable
 import pytest
 
 from smdist_launcher.errors import ValidationError
+from smdist_launcher.jobspec.resolved import ResolvedJob
 from smdist_launcher.plan.model import REDACTED, LaunchPlan
 from smdist_launcher.plan.planner import build_plan
-from smdist_launcher.jobspec.resolved import ResolvedJob
-
 
 PROGRAM = ["train.py", "--epochs", "2", "--lr", "0.1"]
 
@@ -19,7 +18,8 @@ def test_single_runs_python_on_every_host(make_job: Callable[..., ResolvedJob]) 
     plan = build_plan(make_job(strategy="single"))
     assert plan.launcher == "python"
     assert plan.world_size == 2
-    assert [(h.name, h.role, h.processes, h.ranks) for h in plan.hosts] == [("algo-1", "node", 1, [0]), ("algo-2", "node", 1, [1])]
+    assert [(h.name, h.role, h.processes, h.ranks) for h in plan.hosts] == [
+        ("algo-1", "node", 1, [0]), ("algo-2", "node", 1, [1])]
     assert plan.hosts[1].argv == ["python", *PROGRAM]
     assert plan.hosts[1].env == {"MASTER_ADDR": "algo-1", "MASTER_PORT": "7777"}
 
@@ -32,8 +32,9 @@ def test_torchrun_multi_node(make_job: Callable[..., ResolvedJob]) -> None:
     assert plan.host("algo-2").argv == ["torchrun", "--nnodes", "2", "--nproc_per_node", "8", "--master_addr", "algo-1",
                                         "--master_port", "7777", "--node_rank", "1", *PROGRAM]
     assert plan.host("algo-2").ranks == list(range(8, 16))
-    assert plan.host("algo-1").env == {"MASTER_ADDR": "algo-1", "MASTER_PORT": "7777", "NCCL_SOCKET_IFNAME": "eth0", "NCCL_PROTO": "simple",
-                                       "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "RDMAV_FORK_SAFE": "1"}
+    assert plan.host("algo-1").env == {"MASTER_ADDR": "algo-1", "MASTER_PORT": "7777", "NCCL_SOCKET_IFNAME": "eth0",
+                                       "NCCL_PROTO": "simple", "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1",
+                                       "RDMAV_FORK_SAFE": "1"}
     assert plan.sagemaker_hyperparameters["sagemaker_torch_distributed_enabled"] == "true"
     assert plan.sagemaker_hyperparameters["sagemaker_instance_type"] == '"ml.p4d.24xlarge"'
 
@@ -63,7 +64,8 @@ def test_smp_v2_puts_parameters_in_env_and_hyperparameters(make_job: Callable[..
     assert plan.hyperparameters["mp_parameters"] == params
     assert plan.hosts[0].argv[-2:] == ["--mp_parameters", "hybrid_shard_degree=4,tensor_parallel_degree=4"]
     hps = plan.sagemaker_hyperparameters
-    assert (hps["sagemaker_torch_distributed_enabled"], hps["sagemaker_distributed_dataparallel_enabled"]) == ("true", "false")
+    assert hps["sagemaker_torch_distributed_enabled"] == "true"
+    assert hps["sagemaker_distributed_dataparallel_enabled"] == "false"
 
 
 MPI_COMMON = ["-mca", "pml", "ob1", "-mca", "btl", "^openib", "-mca", "orte_abort_on_non_zero_status", "1",
@@ -71,7 +73,8 @@ MPI_COMMON = ["-mca", "pml", "ob1", "-mca", "btl", "^openib", "-mca", "orte_abor
 
 
 def _net(iface: str) -> list[str]:
-    return ["-mca", "btl_tcp_if_include", iface, "-mca", "oob_tcp_if_include", iface, "-mca", "plm_rsh_no_tree_spawn", "1"]
+    return ["-mca", "btl_tcp_if_include", iface, "-mca", "oob_tcp_if_include", iface,
+            "-mca", "plm_rsh_no_tree_spawn", "1"]
 
 
 def test_mpi_master_argv_and_worker_roles(make_job: Callable[..., ResolvedJob]) -> None:
@@ -84,7 +87,8 @@ def test_mpi_master_argv_and_worker_roles(make_job: Callable[..., ResolvedJob]) 
     assert plan.host("algo-1").argv == [
         "mpirun", "--host", "algo-1:8,algo-2:8", "-np", "16", "--allow-run-as-root", "--display-map", "--tag-output",
         *_net("eth0"), "-bind-to", "none", "-map-by", "slot", *MPI_COMMON,
-        "-x", "NCCL_MIN_NRINGS=4", "-x", "NCCL_SOCKET_IFNAME=eth0", "-x", "NCCL_DEBUG=WARN", "-x", "LD_LIBRARY_PATH", "-x", "PATH",
+        "-x", "NCCL_MIN_NRINGS=4", "-x", "NCCL_SOCKET_IFNAME=eth0", "-x", "NCCL_DEBUG=WARN",
+        "-x", "LD_LIBRARY_PATH", "-x", "PATH",
         "-x", "FOO=a b", "--mca", "x", "y",
         "-x", "A", "-x", "HF_TOKEN", "-x", "MASTER_ADDR", "-x", "MASTER_PORT", "-x", "PYTHONPATH",
         "python", "-m", "mpi4py", *PROGRAM,
@@ -105,7 +109,8 @@ def test_smp_v1_adds_nccl_settings_and_mp_parameters(make_job: Callable[..., Res
                                    mp_parameters={"tensor_parallel_degree": 4, "ddp": True}))
     argv = plan.hosts[0].argv
     tail = argv[argv.index("PYTHONPATH") + 1:]
-    assert tail == ["-x", "NCCL_PROTO=simple", "python", "-m", "mpi4py", *PROGRAM, "--mp_parameters", "ddp=True,tensor_parallel_degree=4"]
+    assert tail == ["-x", "NCCL_PROTO=simple", "python", "-m", "mpi4py", *PROGRAM,
+                    "--mp_parameters", "ddp=True,tensor_parallel_degree=4"]
     assert build_plan(make_job(strategy="smp_v1", mp_parameters={"a": 1})).hosts[0].argv.count("NCCL_ALGO=ring") == 1
 
 
@@ -117,11 +122,13 @@ def test_smddp_multi_node(make_job: Callable[..., ResolvedJob]) -> None:
         "-x", "NCCL_SOCKET_IFNAME=eth0", "-x", "NCCL_DEBUG=INFO", "-x", "LD_LIBRARY_PATH", "-x", "PATH",
         "-x", "SMDATAPARALLEL_USE_HOMOGENEOUS=1", "-x", "FI_PROVIDER=efa", "-x", "RDMAV_FORK_SAFE=1",
         "-x", "NCCL_PROTO=simple", "-x", "FI_EFA_USE_DEVICE_RDMA=1",
-        "-x", "SMDATAPARALLEL_SERVER_ADDR=algo-1", "-x", "SMDATAPARALLEL_SERVER_PORT=7592", "-x", "SAGEMAKER_INSTANCE_TYPE=ml.p4d.24xlarge",
+        "-x", "SMDATAPARALLEL_SERVER_ADDR=algo-1", "-x", "SMDATAPARALLEL_SERVER_PORT=7592",
+        "-x", "SAGEMAKER_INSTANCE_TYPE=ml.p4d.24xlarge",
         "smddprun", "python", "-m", "mpi4py", *PROGRAM,
     ]
     hps = plan.sagemaker_hyperparameters
-    assert (hps["sagemaker_distributed_dataparallel_enabled"], hps["sagemaker_distributed_dataparallel_custom_mpi_options"]) == ("true", '""')
+    assert hps["sagemaker_distributed_dataparallel_enabled"] == "true"
+    assert hps["sagemaker_distributed_dataparallel_custom_mpi_options"] == '""'
 
 
 def test_smddp_single_node_and_pytorchddp_flag(make_job: Callable[..., ResolvedJob]) -> None:
@@ -139,7 +146,8 @@ def test_local_runs_name_no_efa_provider(make_job: Callable[..., ResolvedJob]) -
 
 
 def test_bad_custom_mpi_options_name_their_key(make_job: Callable[..., ResolvedJob]) -> None:
-    for strategy, key in [("mpi", "distribution.mpi.custom_mpi_options"), ("smddp", "distribution.smdistributed.dataparallel.custom_mpi_options")]:
+    for strategy, key in [("mpi", "distribution.mpi.custom_mpi_options"),
+                          ("smddp", "distribution.smdistributed.dataparallel.custom_mpi_options")]:
         for options in ["-x 'unclosed", "--NCCL_DEBUG"]:
             with pytest.raises(ValidationError) as info:
                 build_plan(make_job(strategy=strategy, custom_mpi_options=options))
@@ -147,7 +155,8 @@ def test_bad_custom_mpi_options_name_their_key(make_job: Callable[..., ResolvedJ
 
 
 def test_parameter_server_layout(make_job: Callable[..., ResolvedJob]) -> None:
-    plan = build_plan(make_job(framework="tensorflow", strategy="parameter_server", instance="p3", processes_per_host=1))
+    plan = build_plan(make_job(framework="tensorflow", strategy="parameter_server", instance="p3",
+                               processes_per_host=1))
     assert plan.launcher == "parameter_server"
     assert [h.role for h in plan.hosts] == ["ps", "ps"]
     assert plan.world_size == 2
@@ -157,7 +166,8 @@ def test_parameter_server_layout(make_job: Callable[..., ResolvedJob]) -> None:
     assert json.loads(plan.hosts[1].env["SMDIST_PS_TF_CONFIG"])["task"] == {"index": 1, "type": "ps"}
     assert "MASTER_ADDR" not in plan.hosts[0].env
     assert plan.hosts[0].argv == ["python", *PROGRAM, "--model_dir", "/opt/ml/model"]
-    single = build_plan(make_job(framework="tensorflow", strategy="parameter_server", instance_count=1, processes_per_host=1))
+    single = build_plan(make_job(framework="tensorflow", strategy="parameter_server", instance_count=1,
+                                 processes_per_host=1))
     assert single.hosts[0].role == "node" and "TF_CONFIG" not in single.hosts[0].env
 
 
@@ -197,7 +207,8 @@ def test_sagemaker_hyperparameters_script_mode_keys(make_job: Callable[..., Reso
 
 def test_generated_keys_never_overwrite_user_hyperparameters(make_job: Callable[..., ResolvedJob]) -> None:
     with pytest.raises(ValidationError) as info:
-        build_plan(make_job(strategy="smp_v2", mp_parameters={"a": 1}, hyperparameters={"mp_parameters": 1, "sagemaker_program": "x"}))
+        build_plan(make_job(strategy="smp_v2", mp_parameters={"a": 1},
+                            hyperparameters={"mp_parameters": 1, "sagemaker_program": "x"}))
     assert [e.path for e in info.value.errors] == ["hyperparameters.mp_parameters", "hyperparameters.sagemaker_program"]
 
 
@@ -263,7 +274,8 @@ def test_heterogeneous_ranks_run_on_the_distribution_group(make_job: Callable[..
 def test_heterogeneous_without_distribution_runs_the_script_on_every_host(make_job: Callable[..., ResolvedJob]) -> None:
     plan = _hetero(make_job, "single", processes_per_host=1)
     assert plan.master.host == "algo-1" and plan.world_size == 3
-    assert [(h.name, h.ranks, h.argv) for h in plan.hosts] == [(f"algo-{i + 1}", [i], ["python", *PROGRAM]) for i in range(3)]
+    assert [(h.name, h.ranks, h.argv) for h in plan.hosts] == [
+        (f"algo-{i + 1}", [i], ["python", *PROGRAM]) for i in range(3)]
     assert "sagemaker_distribution_instance_groups" not in plan.sagemaker_hyperparameters
 
 

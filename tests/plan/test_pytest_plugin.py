@@ -12,9 +12,9 @@ from smdist_launcher.jobspec.resolved import InstanceInfo, ResolvedJob
 EPOCHS = {epochs}
 
 def test_plan(plan_snapshot):
-    job = ResolvedJob(framework="pytorch", job_name="j", entry_point="train.py", instance_type="local", instance_count=2,
-                      instance=InstanceInfo(instance_type="local", local=True), processes_per_host=2, strategy="torch_distributed",
-                      network_interface="lo", hyperparameters={{"epochs": EPOCHS}})
+    job = ResolvedJob(framework="pytorch", job_name="j", entry_point="train.py", instance_type="local",
+                      instance_count=2, instance=InstanceInfo(instance_type="local", local=True), processes_per_host=2,
+                      strategy="torch_distributed", network_interface="lo", hyperparameters={{"epochs": EPOCHS}})
     plan_snapshot.assert_match(build_plan(job), "plans/job.json")
 '''
 

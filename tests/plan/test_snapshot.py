@@ -3,9 +3,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from smdist_launcher.jobspec.resolved import ResolvedJob
 from smdist_launcher.plan import snapshot
 from smdist_launcher.plan.planner import build_plan
-from smdist_launcher.jobspec.resolved import ResolvedJob
 
 
 def test_format_follows_extension() -> None:

@@ -23,7 +23,8 @@ def run_ranks(tmp_path: Path):
         env.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
         procs = [
             subprocess.Popen(
-                [sys.executable, "-W", "ignore", str(WORKER), scenario, str(r), str(world_size), str(init_file), device],
+                [sys.executable, "-W", "ignore", str(WORKER), scenario, str(r), str(world_size), str(init_file),
+                 device],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -42,7 +43,8 @@ def run_ranks(tmp_path: Path):
                     p.kill()
                     p.wait()
         failed = [r for r, p in enumerate(procs) if p.returncode != 0]
-        log = "\n".join(f"--- rank {r} (rc={p.returncode}) ---\n{o[-4000:]}" for r, (p, o) in enumerate(zip(procs, outputs)))
+        log = "\n".join(f"--- rank {r} (rc={p.returncode}) ---\n{o[-4000:]}"
+                        for r, (p, o) in enumerate(zip(procs, outputs, strict=True)))
         assert not failed, f"ranks {failed} failed:\n{log}"
         return log
 

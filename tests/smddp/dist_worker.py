@@ -52,7 +52,9 @@ def check(name: str, got: torch.Tensor, want: torch.Tensor) -> None:
         raise AssertionError(f"{name}: got {got.flatten()[:8].tolist()} want {want.flatten()[:8].tolist()}")
 
 
-def collectives(rank: int, ws: int, device: str, group: dist.ProcessGroup | None = None, ranks: list[int] | None = None) -> int:
+def collectives(
+    rank: int, ws: int, device: str, group: dist.ProcessGroup | None = None, ranks: list[int] | None = None
+) -> int:
     """Every collective x dtype x op x odd size on ``group``; returns the number of checks."""
     ranks = ranks or list(range(ws))
     n_g = len(ranks)
@@ -70,19 +72,22 @@ def collectives(rank: int, ws: int, device: str, group: dist.ProcessGroup | None
                 big = [torch.cat([rank_input(r, n, dtype, device, small) + k for k in range(n_g)]) for r in ranks]
                 out = torch.empty(n, dtype=dtype, device=device)
                 dist.reduce_scatter_tensor(out, big[me], op=op, group=group)
-                check(f"reduce_scatter_tensor {op_name} {dtype} n={n}", out, expected_reduce(op_name, big)[me * n : (me + 1) * n])
+                want = expected_reduce(op_name, big)[me * n : (me + 1) * n]
+                check(f"reduce_scatter_tensor {op_name} {dtype} n={n}", out, want)
                 count += 2
             out_list = [torch.empty(n, dtype=dtype, device=device) for _ in ranks]
             dist.reduce_scatter(out_list[0], [rank_input(rank, n, dtype, device) + k for k in range(n_g)], group=group)
-            want = expected_reduce("sum", [torch.cat([rank_input(r, n, dtype, device) + k for k in range(n_g)]) for r in ranks])
+            want = expected_reduce("sum", [torch.cat([rank_input(r, n, dtype, device) + k for k in range(n_g)])
+                                           for r in ranks])
             check(f"reduce_scatter list {dtype} n={n}", out_list[0], want[me * n : (me + 1) * n])
             inp = rank_input(rank, n, dtype, device)
             gathered = torch.empty(n * n_g, dtype=dtype, device=device)
             dist.all_gather_into_tensor(gathered, inp, group=group)
-            check(f"all_gather_into_tensor {dtype} n={n}", gathered, torch.cat([rank_input(r, n, dtype, device) for r in ranks]))
+            everyone = torch.cat([rank_input(r, n, dtype, device) for r in ranks])
+            check(f"all_gather_into_tensor {dtype} n={n}", gathered, everyone)
             parts = [torch.empty(n, dtype=dtype, device=device) for _ in ranks]
             dist.all_gather(parts, inp, group=group)
-            check(f"all_gather {dtype} n={n}", torch.cat(parts), torch.cat([rank_input(r, n, dtype, device) for r in ranks]))
+            check(f"all_gather {dtype} n={n}", torch.cat(parts), everyone)
             b = inp.clone()
             dist.broadcast(b, src=ranks[-1], group=group)
             check(f"broadcast {dtype} n={n}", b, rank_input(ranks[-1], n, dtype, device))
@@ -91,7 +96,8 @@ def collectives(rank: int, ws: int, device: str, group: dist.ProcessGroup | None
     send = torch.arange(n_g * 3, dtype=torch.float32, device=device) + 100 * me
     recv = torch.empty_like(send)
     dist.all_to_all_single(recv, send, group=group)
-    check("all_to_all_single", recv, torch.cat([torch.arange(3, dtype=torch.float32) + 3 * me + 100 * j for j in range(n_g)]))
+    check("all_to_all_single", recv,
+          torch.cat([torch.arange(3, dtype=torch.float32) + 3 * me + 100 * j for j in range(n_g)]))
     # reduce to one root
     r = rank_input(rank, 5, torch.float32, device)
     dist.reduce(r, dst=ranks[0], group=group)
@@ -100,13 +106,17 @@ def collectives(rank: int, ws: int, device: str, group: dist.ProcessGroup | None
     # async: several in flight, then wait all
     ts = [rank_input(rank, 257, torch.float32, device) * (i + 1) for i in range(4)]
     works = [dist.all_reduce(t, async_op=True, group=group) for t in ts]
-    works.append(dist.all_gather_into_tensor(gathered := torch.empty(257 * n_g, device=device), ts[0].clone(), async_op=True, group=group))
+    gathered = torch.empty(257 * n_g, device=device)
+    works.append(dist.all_gather_into_tensor(gathered, ts[0].clone(), async_op=True, group=group))
     for w in works:
         w.wait()
     for i, t in enumerate(ts[:-1]):
-        check(f"async all_reduce {i}", t, expected_reduce("sum", [rank_input(q, 257, torch.float32, device) * (i + 1) for q in ranks]))
-    fut = dist.all_reduce(t := rank_input(rank, 9, torch.float32, device), op=R.AVG, async_op=True, group=group).get_future()
-    check("async avg future", fut.wait()[0], expected_reduce("avg", [rank_input(q, 9, torch.float32, device) for q in ranks]))
+        want = expected_reduce("sum", [rank_input(q, 257, torch.float32, device) * (i + 1) for q in ranks])
+        check(f"async all_reduce {i}", t, want)
+    t = rank_input(rank, 9, torch.float32, device)
+    fut = dist.all_reduce(t, op=R.AVG, async_op=True, group=group).get_future()
+    check("async avg future", fut.wait()[0],
+          expected_reduce("avg", [rank_input(q, 9, torch.float32, device) for q in ranks]))
     dist.barrier(group=group)
     return count + 8
 
@@ -150,7 +160,7 @@ def scenario_ddp(rank: int, ws: int, device: str) -> None:
             loss.backward()
             opt.step()
         results.append([p.detach().cpu().clone() for p in model.parameters()])
-    for a, b in zip(*results):
+    for a, b in zip(*results, strict=True):
         if not torch.allclose(a, b, rtol=1e-5, atol=1e-6):
             raise AssertionError(f"DDP parameters differ between smddp and {reference_backend}: {(a - b).abs().max()}")
     print(f"rank {rank}: DDP smddp == {reference_backend}")
@@ -177,7 +187,7 @@ def scenario_fsdp2(rank: int, ws: int, device: str) -> None:
             o.zero_grad()
             m(x).square().mean().backward()
             o.step()
-    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+    for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
         full = p.full_tensor().detach().cpu()
         if not torch.allclose(full, q.detach().cpu(), rtol=1e-5, atol=1e-6):
             raise AssertionError(f"FSDP2 {name} differs from the single-process reference")
@@ -193,10 +203,12 @@ def scenario_funcol(rank: int, ws: int, device: str) -> None:
     gathered = funcol.all_gather_tensor(x, 0, group)
     check("funcol all_gather_tensor", gathered, torch.cat([rank_input(r, 6, torch.float32, device) for r in range(ws)]))
     summed = funcol.all_reduce(x, "sum", group)
-    check("funcol all_reduce", summed, expected_reduce("sum", [rank_input(r, 6, torch.float32, device) for r in range(ws)]))
+    check("funcol all_reduce", summed,
+          expected_reduce("sum", [rank_input(r, 6, torch.float32, device) for r in range(ws)]))
     big = torch.cat([x + k for k in range(ws)])
     scattered = funcol.reduce_scatter_tensor(big, "sum", 0, group)
-    want = expected_reduce("sum", [torch.cat([rank_input(r, 6, torch.float32, device) + k for k in range(ws)]) for r in range(ws)])
+    want = expected_reduce("sum", [torch.cat([rank_input(r, 6, torch.float32, device) + k for k in range(ws)])
+                                   for r in range(ws)])
     check("funcol reduce_scatter_tensor", scattered, want[rank * 6 : (rank + 1) * 6])
     print(f"rank {rank}: functional collectives over smddp ok")
 
@@ -242,7 +254,8 @@ def scenario_fast_paths(rank: int, ws: int, device: str) -> None:
                     tol = 1e-5 if dtype == torch.float32 else 1e-2
                     err = ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
                     if not err < tol or not torch.isfinite(a).all():
-                        raise AssertionError(f"all_reduce path={path} {dtype} n={n} op={op}: relative error {err:.2e} vs NCCL")
+                        raise AssertionError(
+                            f"all_reduce path={path} {dtype} n={n} op={op}: relative error {err:.2e} vs NCCL")
                     checks += 1
     force_path(smddp_pg, "all_gather", None)
     force_path(smddp_pg, "all_reduce", None)
@@ -263,10 +276,12 @@ def scenario_fast_paths(rank: int, ws: int, device: str) -> None:
     force_path(smddp_pg, "all_gather", None)
     from smdist_launcher.smddp import native
 
-    print(f"rank {rank}: {checks + 1} fast-path checks equal NCCL (native helper: {native_lib is not None}, {native.unavailable_reason()})")
+    print(f"rank {rank}: {checks + 1} fast-path checks equal NCCL "
+          f"(native helper: {native_lib is not None}, {native.unavailable_reason()})")
 
 
-SCENARIOS = {"funcol": scenario_funcol, "fast_paths": scenario_fast_paths, "collectives": scenario_collectives, "ddp": scenario_ddp, "fsdp2": scenario_fsdp2}
+SCENARIOS = {"funcol": scenario_funcol, "fast_paths": scenario_fast_paths, "collectives": scenario_collectives,
+             "ddp": scenario_ddp, "fsdp2": scenario_fsdp2}
 
 
 def main() -> None:
@@ -279,7 +294,8 @@ def main() -> None:
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "src"))
     import smdist_launcher.smddp  # noqa: F401  (registers "smddp")
 
-    dist.init_process_group("smddp", init_method=f"file://{init_file}", rank=rank, world_size=ws, timeout=timedelta(seconds=120))
+    dist.init_process_group("smddp", init_method=f"file://{init_file}", rank=rank, world_size=ws,
+                            timeout=timedelta(seconds=120))
     try:
         for name in scenario.split(","):
             SCENARIOS[name](rank, ws, device)

@@ -33,7 +33,8 @@ def test_imports_with_only_stdlib_and_torch() -> None:
 
 def test_sdk_import_does_not_pull_in_torch() -> None:
     code = "import sys, smdist_launcher; assert 'torch' not in sys.modules; print('ok')"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env={"PYTHONPATH": str(SRC)})
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": str(SRC)})
     assert out.returncode == 0, out.stderr
 
 

@@ -69,8 +69,10 @@ def test_seed_two_line_change_runs_with_env_init(tmp_path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    base = dict(os.environ, PYTHONPATH=f"{src}{os.pathsep}{shim}", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
-    procs = [subprocess.Popen([sys.executable, "-W", "ignore", str(script)], env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
+    base = dict(os.environ, PYTHONPATH=f"{src}{os.pathsep}{shim}", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                WORLD_SIZE="2")
+    procs = [subprocess.Popen([sys.executable, "-W", "ignore", str(script)],
+                              env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
     outs = [p.communicate(timeout=120)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outs

@@ -1,45 +1,85 @@
-"""Where a local-type job runs: the backends `smdist run --backend NAME` and `fit(backend=NAME)` choose from.
+"""The one registry of backends: name → the class implementing backends.api.Backend, imported only when chosen.
 
-Each entry is a module with `run_job(plan, *, estimator=None, wait=True, logs=True, jobs_root=None)` (the local
-backend's signature), imported only when chosen. A backend that cannot run on this machine raises a ValueError
-whose message says why and names the process backend. `choose` settles a backend once, up front (`auto` included),
-for callers that run many jobs (`smdist serve`)."""
+A new backend is one module implementing the protocol plus one line in BACKENDS (or `register()` at run time, for
+plugins and tests). `for_job` is the one place that decides which backend runs a job (`fit`, `smdist run|submit`,
+`smdist serve`, `smdist plan --dryrun`); `choose` settles one up front for a long-lived caller (`smdist serve`)."""
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
-DEFAULT = "process"
+if TYPE_CHECKING:  # pragma: no cover
+    from .api import Backend
+
+DEFAULT = "process"      # local instance types
+CLOUD = "sagemaker"      # ml.* instance types, when no backend is named
 AUTO = "auto"
-# name -> (module, one line for --help)
+# name -> ("module:Class", one line for --help)
 BACKENDS: dict[str, tuple[str, str]] = {
-    "process": ("smdist_launcher.backends.local", "simulated hosts as processes on loopback addresses (default)"),
-    "netns": ("smdist_launcher.backends.netns",
+    "process": ("smdist_launcher.backends.local.backend:ProcessBackend",
+                "simulated hosts as processes on loopback addresses (default)"),
+    "netns": ("smdist_launcher.backends.netns.backend:NetnsBackend",
               "each simulated host in its own network namespace, real sshd and mpirun over ssh (root)"),
-    "docker": ("smdist_launcher.backends.docker", "each simulated host as a container of the smdist image"),
-    "slurm": ("smdist_launcher.backends.slurm", "one Slurm node per host: sbatch, follow, outputs (needs a Slurm "
-              "client; the jobs folder on a path the nodes share)"),
+    "docker": ("smdist_launcher.backends.docker.backend:DockerBackend",
+               "each simulated host as a container of the smdist image"),
+    "slurm": ("smdist_launcher.backends.slurm.backend:SlurmBackend",
+              "one Slurm node per host: sbatch, follow, outputs (needs a Slurm client; the jobs folder on a path "
+              "the nodes share)"),
+    "sagemaker": ("smdist_launcher.backends.sagemaker.backend:SageMakerBackend",
+                  "Amazon SageMaker (or anything that speaks its API): CreateTrainingJob, CloudWatch logs"),
 }
-# Backends that run ml.* instance types too (their hosts are real machines of that type).
-CLUSTER_BACKENDS = ("slurm",)
+# Older job records name the process backend "local".
+ALIASES = {"local": "process"}
+LOCAL_TYPES = frozenset({"local", "local_cpu", "local_gpu"})
 
 
 def names() -> list[str]:
     return list(BACKENDS)
 
 
-def run_job_of(name: str | None) -> Callable[..., Any]:
-    """The chosen backend's run_job; ValueError naming the choices for an unknown name."""
-    name = name or DEFAULT
-    if name not in BACKENDS:
+def register(name: str, target: str, description: str = "") -> None:
+    """Add a backend ("module:Class") at run time: a plugin, or a toy backend in a test."""
+    BACKENDS[name] = (target, description)
+
+
+def unregister(name: str) -> None:
+    BACKENDS.pop(name, None)
+
+
+def canonical(name: str | None) -> str | None:
+    return None if name is None else ALIASES.get(name, name)
+
+
+def get(name: str) -> Backend:
+    """The backend called `name`; ValueError naming the choices for an unknown one."""
+    key = canonical(name) or DEFAULT
+    if key not in BACKENDS:
         raise ValueError(f"backend: unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
-    module = BACKENDS[name][0]
-    if importlib.util.find_spec(module) is None:
-        raise ValueError(f"backend: {name!r} is not part of this installation; use --backend {DEFAULT}")
-    return importlib.import_module(module).run_job  # type: ignore[no-any-return]
+    module, _, attr = BACKENDS[key][0].partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), attr)
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"backend: {key!r} is not part of this installation ({exc}); use --backend {DEFAULT}") \
+            from None
+    return cls()  # type: ignore[no-any-return]
+
+
+def for_job(name: str | None, instance_types: Iterable[str]) -> Backend:
+    """The backend that runs a job of these instance types: the one named, else process for local types and
+    SageMaker for ml.*. A named backend that cannot run those types is a ValueError saying what would."""
+    types = list(instance_types)
+    kind = "local" if all(t in LOCAL_TYPES for t in types) else "ml"
+    backend = get(name or (DEFAULT if kind == "local" else CLOUD))
+    if kind not in backend.runs:
+        shown = ", ".join(repr(t) for t in types)
+        if kind == "ml":
+            raise ValueError(f"backend: {backend.name!r} runs local instance types only; {shown} runs on Amazon "
+                             "SageMaker or Slurm (leave backend out, use backend 'slurm', or instance_type 'local')")
+        raise ValueError(f"backend: {backend.name!r} runs ml.* instance types; {shown} runs on this machine (leave "
+                         "backend out, or use backend 'process', 'netns' or 'docker')")
+    return backend
 
 
 def _docker_probe() -> str | None:
@@ -89,10 +129,13 @@ def choose(name: str | None, probes: Mapping[str, Callable[[], str | None]] | No
         if why_not is None:
             return "docker", "auto: a Docker engine answers and the smdist image is on it"
         return DEFAULT, f"auto: not docker, {why_not}"
-    run_job_of(name)  # an unknown or absent backend: its own ValueError
-    probe = probes.get(name)
+    backend = get(name)  # an unknown or absent backend: its own ValueError
+    if "local" not in backend.runs:
+        raise ValueError(f"backend {name} cannot run here: it does not run hosts on this machine; use --backend "
+                         "process, netns, docker or auto")
+    probe = probes.get(backend.name)
     why_not = probe() if probe is not None else None
     if why_not is not None:
         hint = "" if "--backend process" in why_not else "; use --backend process (or auto) instead"
         raise ValueError(f"backend {name} cannot run here: {why_not}{hint}")
-    return name, "asked for"
+    return backend.name, "asked for"

@@ -6,6 +6,7 @@ import json
 import shutil
 import sys
 import time
+from pathlib import Path
 
 from .job_loading import EXIT_OK
 
@@ -27,12 +28,17 @@ _REMOTE = ("sagemaker", "slurm")  # backends whose jobs run without a launcher p
 
 def _refreshed(records: list) -> list:
     """Remote jobs brought up to date by their backend (best effort: an unreachable backend keeps the stored status)."""
-    from ..backends import control
+    from ..backends.toolkit.records import JobRecord
+    from .job_lookup import backend_of
 
     out = []
     for r in records:
         try:
-            out.append(control.refresh(r) if r.backend in _REMOTE and r.status == "InProgress" else r)
+            if r.backend in _REMOTE and r.status == "InProgress":
+                backend, handle = backend_of(r)
+                backend.describe(handle)  # brings the record in the job folder up to date
+                r = JobRecord.load(Path(r.job_dir) / "job.json")
+            out.append(r)
         except Exception:  # noqa: BLE001 - a listing must not fail because one backend cannot be reached
             out.append(r)
     return out

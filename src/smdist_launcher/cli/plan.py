@@ -1,9 +1,11 @@
-"""``smdist plan job.yaml [--format yaml|json] [--host algo-2] [--check FILE | --write FILE] [--request [--region R]]``.
+"""``smdist plan job.yaml [--format yaml|json] [--host algo-2] [--check FILE | --write FILE] [--dryrun --backend B]``.
 
 Prints the launch plan (secrets redacted). ``--check`` compares with a pinned plan file: exit 1 and a unified diff
 when it changed; ``--write`` (re)writes the pinned file. The pinned file's format follows its extension.
-``--request`` prints the CreateTrainingJob request the SageMaker backend would send instead (secrets redacted, no AWS
-call): ``<account>`` and, without ``--region`` or a region in the job file, ``<region>`` are placeholders.
+``--dryrun --backend B`` prints (or pins) what backend B would start or send instead: for sagemaker the
+CreateTrainingJob request (secrets redacted, no AWS call: ``<account>`` and, without ``--region`` or a region in the
+job file, ``<region>`` are placeholders), for slurm the sbatch script, for process/netns/docker each host's command.
+``--request`` and ``--slurm`` are the older spellings of ``--dryrun --backend sagemaker|slurm``.
 """
 from __future__ import annotations
 
@@ -28,15 +30,29 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     pin = p.add_mutually_exclusive_group()
     pin.add_argument("--check", metavar="FILE", help="compare with a pinned plan: exit 1 with a diff when it changed")
     pin.add_argument("--write", metavar="FILE", help="write (or update) the pinned plan file")
-    p.add_argument("--request", action="store_true",
-                   help="print the SageMaker CreateTrainingJob request instead of the plan (no AWS call, secrets redacted)")
-    p.add_argument("--region", help="with --request: the AWS region to fill in (default: the job file's region)")
-    p.add_argument("--slurm", action="store_true",
-                   help="print the sbatch script `smdist run --backend slurm` would submit (pin it with --check/--write)")
+    from ..backends.registry import BACKENDS  # stdlib only: the backends themselves load when chosen
+
+    p.add_argument("--dryrun", action="store_true",
+                   help="print what --backend would start or send instead of the plan (pin it with --check/--write)")
+    p.add_argument("--backend", choices=list(BACKENDS),
+                   help="with --dryrun: the backend (default: process for local instance types, else sagemaker)")
+    p.add_argument("--request", action="store_true", help="the same as --dryrun --backend sagemaker")
+    p.add_argument("--region", help="with --dryrun --backend sagemaker: the AWS region to fill in (default: the job "
+                                    "file's region)")
+    p.add_argument("--slurm", action="store_true", help="the same as --dryrun --backend slurm")
     return p
 
 
+def _normalize(args: argparse.Namespace) -> None:
+    """The older flags as what they stand for."""
+    if getattr(args, "request", False):
+        args.dryrun, args.backend = True, args.backend or "sagemaker"
+    if getattr(args, "slurm", False):
+        args.dryrun, args.backend = True, args.backend or "slurm"
+
+
 def _usage_problem(args: argparse.Namespace) -> ValidationError | None:
+    # the older flags (--request, --slurm) keep their own rules and messages
     if getattr(args, "slurm", False) and (args.request or args.host):
         return ValidationError([ErrorItem("--slurm", "cannot be combined with --request or --host: the sbatch script "
                                                      "is for the whole job")])
@@ -45,20 +61,19 @@ def _usage_problem(args: argparse.Namespace) -> ValidationError | None:
     if args.request and (args.host or args.check or args.write):
         return ValidationError([ErrorItem("--request", "cannot be combined with --host, --check or --write: the request "
                                                        "is for the whole job and is not pinned")])
+    if args.dryrun and args.host:
+        return ValidationError([ErrorItem("--host", "cannot be combined with --dryrun: a dry run is for the whole job")])
+    if args.backend and not args.dryrun:
+        return ValidationError([ErrorItem("--backend", "is only used with --dryrun", args.backend)])
     if args.region is not None:
         from ..jobspec.rules.arguments import region_problem
 
-        why = region_problem(args.region) if args.request else "is only used with --request"
+        sagemaker = args.request or (args.dryrun and args.backend == "sagemaker")
+        why = (region_problem(args.region) if sagemaker
+               else "is only used with --request (or --dryrun --backend sagemaker)")
         if why:
             return ValidationError([ErrorItem("--region", why, args.region)])
     return None
-
-
-def _request_text(plan: LaunchPlan, loaded: LoadedJob, region: str | None, fmt: str) -> str:
-    from ..estimators.sagemaker_request import sagemaker_request
-
-    assert loaded.args is not None  # load_job always sets it
-    return _render(sagemaker_request(plan, loaded.args, region=region), fmt)
 
 
 def _render(data: dict[str, Any], fmt: str) -> str:
@@ -91,15 +106,30 @@ def _pinned(plan: LaunchPlan, args: argparse.Namespace) -> int:
     return EXIT_OK if result.matches else EXIT_DIFFERS
 
 
-def _slurm(plan: LaunchPlan, args: argparse.Namespace) -> int:
-    """The sbatch script (default Slurm options: the job's own max_run and GPUs), shown or pinned."""
-    from ..backends.slurm.script import sbatch_script
+def _dryrun(plan: LaunchPlan, loaded: LoadedJob, args: argparse.Namespace) -> int:
+    """What the backend would start or send, shown or pinned."""
+    from ..backends import registry
+    from ..estimators.submission import build_submission
     from ..plan import snapshot
 
-    text = sbatch_script(plan)
+    assert loaded.args is not None  # load_job always sets it
+    try:
+        named = registry.get(args.backend) if args.backend else None
+        # a backend that runs ml.* types checks the job itself (SageMaker's preflight names what it cannot run)
+        backend = named if named is not None and "ml" in named.runs else registry.for_job(args.backend,
+                                                                                          plan.instance_types)
+        options = {"region": args.region} if backend.name == "sagemaker" else {}
+        dry = backend.dryrun(build_submission(loaded.args, plan), options)
+    except ValidationError as exc:
+        return report_invalid(args.job_file, exc)
+    except ValueError as exc:
+        return report_invalid(args.job_file, ValidationError([ErrorItem("--backend", str(exc), args.backend)]))
     path = args.check or args.write
+    fmt = args.format or (snapshot.format_for(path, None) if path and not isinstance(dry.content, str) else "yaml")
+    text = dry.render(fmt)
+    syntax = dry.syntax if isinstance(dry.content, str) else fmt
     if path is None:
-        show(text, syntax="bash")
+        show(text, syntax=syntax)
         return EXIT_OK
     if args.write:
         show(f"{path}: {'written' if snapshot.write(text, path) else 'unchanged'}")
@@ -118,6 +148,7 @@ def _unknown_host(host: str, plan: LaunchPlan) -> ValidationError:
 
 def run(args: argparse.Namespace) -> int:
     usage = _usage_problem(args)
+    _normalize(args)
     if usage is not None:
         return report_invalid(args.job_file, usage)
     loaded = load_or_report(args.job_file)
@@ -127,18 +158,11 @@ def run(args: argparse.Namespace) -> int:
         plan = loaded.plan()
     except ValidationError as exc:
         return report_invalid(args.job_file, exc)
-    if getattr(args, "slurm", False):
-        return _slurm(plan, args)
+    if args.dryrun:
+        return _dryrun(plan, loaded, args)
     if args.check or args.write:
         return _pinned(plan, args)
     fmt = args.format or "yaml"
-    if args.request:
-        try:
-            text = _request_text(plan, loaded, args.region, fmt)
-        except ValidationError as exc:
-            return report_invalid(args.job_file, exc)
-        show(text, syntax=fmt)
-        return EXIT_OK
     if args.host:
         if args.host not in plan.host_names:
             return report_invalid(args.job_file, _unknown_host(args.host, plan))

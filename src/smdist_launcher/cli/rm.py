@@ -40,7 +40,7 @@ def remove(root: Path, record) -> None:  # noqa: ANN001 - a JobRecord
 
 def run(args: argparse.Namespace) -> int:
     from ..backends.toolkit.jobdir import jobs_root
-    from .logs import find_job
+    from .job_lookup import find_job
 
     root = jobs_root(args.jobs_dir)
     found, errors = [], []

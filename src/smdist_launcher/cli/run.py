@@ -53,10 +53,10 @@ SLURM_FLAGS = ("partition", "account", "qos", "time", "gpus_per_node")
 
 
 def backend_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Keyword arguments for the chosen backend's run_job (the Slurm flags go to backends.slurm as `slurm=`)."""
+    """The chosen backend's options (its Options model's fields) from the flags: the Slurm flags go to slurm."""
     chosen = {k: getattr(args, k, None) for k in SLURM_FLAGS if getattr(args, k, None) is not None}
     if getattr(args, "backend", None) == "slurm":
-        return {"slurm": chosen}
+        return chosen
     if chosen or getattr(args, "no_wait", False):
         flags = ", ".join("--" + k.replace("_", "-") for k in chosen) or "--no-wait"
         raise ValueError(f"{flags}: only used with --backend slurm")
@@ -105,10 +105,9 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any] | ValidationError
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends.registry import CLUSTER_BACKENDS, run_job_of
+    from ..backends import registry
     from ..estimators import estimator_from_job_file
     from ..estimators.job_names import name_from_base
-    from ..jobspec.catalog import is_local
 
     overrides = overrides_from(args)
     if isinstance(overrides, ValidationError):
@@ -123,15 +122,19 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         problem(f"{args.job_file}: {exc}")
         return EXIT_INVALID
-    if not is_local(plan.instance_type) and getattr(args, "backend", None) not in CLUSTER_BACKENDS:
-        problem(f"{args.job_file}: instance_type: smdist run runs local mode only; {plan.instance_type!r} needs "
-                "Amazon SageMaker. Try --instance-type local")
+    name = getattr(args, "backend", None)
+    try:
+        backend = registry.for_job(name, plan.instance_types)
+    except ValueError as exc:
+        if name not in (None, "process", "netns", "docker"):
+            problem(f"{args.job_file}: {exc}")
+        else:
+            problem(f"{args.job_file}: instance_type: smdist run runs local mode only; {plan.instance_type!r} needs "
+                    "Amazon SageMaker (smdist submit) or --backend slurm. Try --instance-type local")
         return EXIT_INVALID
     try:
-        run_job = run_job_of(getattr(args, "backend", None))
-        options = backend_options(args)
-        job = run_job(plan, estimator=estimator, logs=not args.quiet, jobs_root=args.jobs_dir,
-                      wait=not getattr(args, "no_wait", False), **options)
+        dry = backend.dryrun(estimator.submission(plan), backend_options(args))
+        job = backend.submit(dry, logs=not args.quiet, jobs_root=args.jobs_dir, wait=not getattr(args, "no_wait", False))
     except JobFailedError as exc:
         problem(str(exc))
         return EXIT_STOPPED if exc.status == "Stopped" else EXIT_FAILED

@@ -22,23 +22,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def status_fields(args: argparse.Namespace) -> dict | str:
     """{name, backend, status, phase, failure_reason, model_data}, or why there is none."""
-    from ..backends import control
-    from .job_lookup import local_record, sagemaker_job
-    from .jobs import status_of
+    from .job_lookup import backend_of, local_record, sagemaker_handle
 
     record = local_record(args.jobs_dir, args.job)
+    backend, handle = backend_of(record) if record is not None else sagemaker_handle(args.job, args.region)
     if record is not None:
-        record = control.refresh(record)
-        return {"name": record.job_name, "backend": record.backend, "status": status_of(record), "phase": record.phase,
-                "failure_reason": record.failure_reason, "model_data": record.model_data}
+        fields = backend.describe(handle).summary()
+        from .jobs import status_of  # a job whose launcher is gone reads Interrupted
+
+        return {**fields, "status": status_of(record) if fields["status"] == "InProgress" else fields["status"]}
     from botocore.exceptions import ClientError
 
     try:
-        job = sagemaker_job(args.job, args.region)
+        return backend.describe(handle).summary()
     except ClientError as exc:
         return f"job: no job named {args.job!r} in the jobs folder or on SageMaker ({exc.response['Error'].get('Message', '')})"
-    return {"name": job.job_name, "backend": "sagemaker", "status": job.status, "phase": job.secondary_status,
-            "failure_reason": job.failure_reason, "model_data": job.model_data}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,18 +17,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends import control
-    from ..errors import ValidationError
-    from .job_lookup import local_record, sagemaker_job
-
     from botocore.exceptions import ClientError
 
+    from ..errors import ValidationError
+    from .job_lookup import backend_of, local_record, sagemaker_handle
+
     record = local_record(args.jobs_dir, args.job)
+    backend, handle = backend_of(record) if record is not None else sagemaker_handle(args.job, args.region)
     try:
-        if record is not None:
-            sys.stdout.write(control.stop(record) + "\n")
-            return EXIT_OK
-        sagemaker_job(args.job, args.region).stop()
+        sys.stdout.write(backend.stop(handle) + "\n")
     except ValidationError as exc:
         for item in exc.errors:
             problem(str(item))

@@ -27,8 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..backends import registry
     from ..backends.toolkit.jobdir import jobs_root
-    from ..backends.sagemaker.control import record_submission
     from ..estimators import estimator_from_job_file
     from ..estimators.job_names import name_from_base
     from ..jobspec.catalog import is_local
@@ -44,10 +44,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     job_name = args.job_name or (est.job_file.job_name if est.job_file else None) or name_from_base(est.base_job_name)
     try:
-        job = est.fit(job_name=job_name, wait=False)
+        plan = est.plan(job_name=job_name)
+        backend = registry.get("sagemaker")
+        job = backend.submit(backend.dryrun(est.submission(plan)), wait=False, jobs_root=jobs_root(args.jobs_dir))
     except ValidationError as exc:
         return report_invalid(args.job_file, exc)
-    record_submission(jobs_root(args.jobs_dir), job, est.plan(job_name=job_name))
     print(job.job_name, flush=True)
     if not args.wait:
         return EXIT_OK

@@ -10,7 +10,8 @@ from ..contract.layout import resolve_root
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="smdist-train", description=__doc__)
     parser.add_argument("--root", help="the /opt/ml root (default: $SMDIST_ML_ROOT, else /opt/ml)")
-    parser.add_argument("--plan", help="launch plan JSON (default: $SMDIST_PLAN, else <root>/input/config/launchplan.json)")
+    parser.add_argument("--plan",
+                        help="launch plan JSON (default: $SMDIST_PLAN, else <root>/input/config/launchplan.json)")
     parser.add_argument("--host", help="this host's name (default: current_host of resourceconfig.json)")
     parser.add_argument("--no-install", action="store_true", help="skip pip install -r requirements.txt")
     args = parser.parse_args(argv)

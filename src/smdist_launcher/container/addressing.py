@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 HOST_MAP_ENV = "SMDIST_HOST_MAP"
 # The worker's TF_CONFIG and the parameter server's (plan/tf_config.py; the planner's PS_SERVER_TF_CONFIG_ENV).

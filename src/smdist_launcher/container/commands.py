@@ -91,7 +91,8 @@ def through_rank_entry(argv: list[str], entry_point: str | None) -> list[str]:
     """Every Python rank of the plan's program runs through container/rank_entry.py (it ends a rank whose script
     finished without the gloo exit abort). `argv` is runnable already (resolve_python, mpirun_local, torchrun's tee):
 
-    - ``python [-m mpi4py] train.py ...`` (alone, or as mpirun's program) -> ``python -m rank_entry [-m mpi4py] train.py``
+    - ``python [-m mpi4py] train.py ...`` (alone, or as mpirun's program)
+      -> ``python -m rank_entry [-m mpi4py] train.py``
     - ``python -m torch.distributed.run ... train.py ...`` -> ``... -m rank_entry train.py ...`` (torchrun's --module)
 
     Programs that are not Python scripts, and argv this does not recognize, are left as they are."""

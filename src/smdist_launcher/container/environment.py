@@ -8,9 +8,14 @@ import subprocess
 from typing import Any
 
 from ..compat import SITE_DIR
+from ..contract import (
+    MLPaths,
+    build_training_env,
+    read_hyperparameters_raw,
+    read_input_data_config,
+    read_resource_config,
+)
 from ..contract.layout import DEFAULT_ROOT
-from ..contract import (MLPaths, build_training_env, read_hyperparameters_raw, read_input_data_config,
-                        read_resource_config)
 from ..contract.secrets import REDACTED, redact_argv, redact_mapping
 from .addressing import map_env_value
 from .log_lines import TORCHRUN_PREFIX_TEMPLATE

@@ -23,7 +23,8 @@ def real_host_names(plan: dict[str, Any], resource_config: dict[str, Any]) -> di
     """{plan host: real host} for every host of a plan with instance groups ({} when there is nothing to rename).
     ValueError when the real groups do not match the plan's (names or host counts)."""
     planned = plan.get("instance_groups") or []
-    real = {g.get("instance_group_name"): list(g.get("hosts") or []) for g in resource_config.get("instance_groups") or []}
+    real = {g.get("instance_group_name"): list(g.get("hosts") or [])
+            for g in resource_config.get("instance_groups") or []}
     if len(planned) < 2 or not real:
         return {}
     mapping: dict[str, str] = {}
@@ -33,7 +34,7 @@ def real_host_names(plan: dict[str, Any], resource_config: dict[str, Any]) -> di
             shape = ", ".join(f"{name}: {len(h)}" for name, h in real.items())
             raise ValueError(f"resourceconfig.json has instance groups {shape}, but the launch plan has "
                              f"{group['name']}: {len(group['hosts'])} host(s); the plan was made for another cluster")
-        mapping.update(zip(group["hosts"], sorted(hosts, key=_numeric)))
+        mapping.update(zip(group["hosts"], sorted(hosts, key=_numeric), strict=True))  # same length: checked above
     return mapping if any(k != v for k, v in mapping.items()) else {}
 
 

@@ -68,8 +68,12 @@ def unshare(flags: int) -> None:
     _check(_libc().unshare(ctypes.c_int(flags)), "unshare")
 
 
+def _fsencode(s: str | None) -> bytes | None:
+    return None if s is None else os.fsencode(s)
+
+
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = (lambda s: None if s is None else os.fsencode(s))
+    enc = _fsencode
     _check(_libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
            f"mount {source or fstype} on {target}")
 

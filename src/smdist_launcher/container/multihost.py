@@ -16,8 +16,9 @@ import pwd
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..contract import MLPaths
 from .ssh_command import DONE, PING, done_file
@@ -46,7 +47,8 @@ def job_key(environ: dict[str, str]) -> Path:
     if not key.is_file() or not Path(f"{key}.pub").is_file():
         raise FileNotFoundError(
             f"multi-host MPI needs the job's ssh key pair on every host: {key} (and {key}.pub) not found; set "
-            f"${SSH_KEY_ENV} to a private key whose .pub lies beside it (the smdist image has one at {DEFAULT_SSH_KEY})")
+            f"${SSH_KEY_ENV} to a private key whose .pub lies beside it "
+            f"(the smdist image has one at {DEFAULT_SSH_KEY})")
     return key
 
 

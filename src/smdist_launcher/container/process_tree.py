@@ -8,13 +8,13 @@ import ctypes
 import os
 import signal
 import time
-from typing import Callable
+from collections.abc import Callable
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 
 
-def _resolve_prctl():  # noqa: ANN202 - a ctypes function or None
+def _resolve_prctl() -> Callable[..., int] | None:
     try:
         return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):

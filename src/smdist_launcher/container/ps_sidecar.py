@@ -10,7 +10,8 @@ import sys
 import threading
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from .addressing import PS_TF_CONFIG_ENV
 from .failure import TAIL_LINES, signal_name
@@ -57,7 +58,7 @@ class ParameterServerSidecar:
         self.say(f"the parameter server exited on its own (code {code}) while the worker ran: stopping the worker")
         self.on_early_exit()
 
-    def diagnosis(self, host: str) -> dict[str, object]:
+    def diagnosis(self, host: str) -> dict[str, Any]:
         """failure.json for a parameter server that died first (call after `exit_code` is set)."""
         code = self.exit_code if self.exit_code is not None else 1
         sig = signal_name(-code) if code < 0 else None

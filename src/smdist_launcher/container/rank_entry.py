@@ -20,11 +20,11 @@ Stdlib only: it runs before anything else in the rank, and must not import torch
 """
 from __future__ import annotations
 
+import _io
 import atexit
 import builtins
-import importlib.machinery
-import _io
 import gc
+import importlib.machinery
 import os
 import runpy
 import sys

@@ -10,6 +10,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import TypedDict
 
 from .addressing import HOST_MAP_ENV, parse_host_map, reverse_host_map
 from .rsh_protocol import EXIT, OUTPUT, exit_code, read_frames, send_request
@@ -30,7 +31,17 @@ def _host_root(host: str) -> tuple[str, Path] | None:
     return (name, Path(roots[name])) if name in roots else None
 
 
-def _wait_for_state(path: Path, deadline: float) -> dict[str, object] | None:
+class ServerState(TypedDict):
+    """<root>/run/rsh.json, written by the host's RshServer once it serves."""
+
+    host: str
+    address: str
+    port: int
+    token: str
+    pid: int
+
+
+def _wait_for_state(path: Path, deadline: float) -> ServerState | None:
     """The host's runtime may still be starting: its rsh.json appears once it serves."""
     while time.monotonic() < deadline:
         try:
@@ -62,7 +73,7 @@ def relay(name: str, root: Path, command: str, wait_s: float) -> int:
     if state is None:
         return _fail(f"host {name}'s runtime did not start serving within {wait_s:.0f} s ({root}/run/rsh.json)")
     try:
-        sock = socket.create_connection((str(state["address"]), int(state["port"])), timeout=30)  # type: ignore[arg-type]
+        sock = socket.create_connection((str(state["address"]), int(state["port"])), timeout=30)
         sock.settimeout(None)
     except OSError as e:
         return _fail(f"cannot reach host {name}'s runtime at {state['address']}:{state['port']}: {e}")

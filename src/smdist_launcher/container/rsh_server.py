@@ -16,8 +16,8 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..contract.config_files import write_json
 from .host_isolation import localize_orted_argv
@@ -164,8 +164,9 @@ class RshServer:
             self.active += 1
         threading.Thread(target=self._watch_client, args=(conn, proc), daemon=True).start()
         assert proc.stdout is not None
+        out_fd = proc.stdout.fileno()
         try:
-            for chunk in iter(lambda: os.read(proc.stdout.fileno(), 65536), b""):  # type: ignore[union-attr]
+            for chunk in iter(lambda: os.read(out_fd, 65536), b""):
                 send_frame(conn, OUTPUT, chunk)
         except OSError:
             pass

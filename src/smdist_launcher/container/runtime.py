@@ -17,26 +17,39 @@ from typing import Any
 
 from ..contract import MLPaths, decode_hyperparameters, read_hyperparameters_raw, read_resource_config, write_json
 from ..contract.hyperparameters import to_cmd_args
-from ..contract.secrets import (SECRET_HPS_ENV, decode_secret_env, redact_argv, redact_hyperparameters_raw,
-                                restore_argv, secret_hyperparameters)
+from ..contract.secrets import (
+    SECRET_HPS_ENV,
+    decode_secret_env,
+    redact_argv,
+    redact_hyperparameters_raw,
+    restore_argv,
+    secret_hyperparameters,
+)
+from . import mpirun_parent
 from .addressing import HOST_MAP_ENV, map_token, parse_host_map
-from .commands import (host_option_indexes, is_mpirun, is_torchrun, mpirun_local, resolve_python, through_rank_entry,
-                       torchrun_with_tee)
+from .commands import (
+    host_option_indexes,
+    is_mpirun,
+    is_torchrun,
+    mpirun_local,
+    resolve_python,
+    through_rank_entry,
+    torchrun_with_tee,
+)
 from .console import Console
 from .environment import load_plan, process_env, recorded_environment, write_environment_file
+from .failure import FailureTracker, signal_name, write_failure, write_success
 from .fallback_plan import plan_from_contract
 from .group_hosts import real_host_names, rename_hosts
-from .failure import FailureTracker, signal_name, write_failure, write_success
 from .host_isolation import HostIsolation, isolate_host, needed as isolation_needed, scratch_env
 from .log_lines import FixedRankLines, LineSplitter, MpiTagLines, TorchrunLines
 from .multihost import MASTER_DONE_WAIT_S, HostUnreachable, MasterSsh, job_key, master_verdict, ssh_port, worker_hosts
-from . import mpirun_parent
 from .process_tree import TERM_WITH_PARENT, become_subreaper, is_alive, terminate_descendants
 from .ps_sidecar import ParameterServerSidecar, stop_process
 from .rsh_agent import DEFAULT_WAIT_S, LOCAL_HOSTS_ENV, WAIT_ENV
 from .rsh_server import RshServer
-from .stack_dumps import STACKS_ON_STOP_ENV, RankStack, dump_stacks, live_pids
 from .ssh_daemon import SshDaemon
+from .stack_dumps import STACKS_ON_STOP_ENV, RankStack, dump_stacks, live_pids
 from .submit_directory import install_requirements, prepare_code
 
 STOP_GRACE_S = 5.0
@@ -76,7 +89,8 @@ class HostRuntime:
             self.plan = plan_from_contract(read_resource_config(self.paths.resource_config_file),
                                            read_hyperparameters_raw(self.paths.hyperparameters_file))
         # heterogeneous clusters: SageMaker, not the plan, decides which hosts form each group
-        self.plan = rename_hosts(self.plan, real_host_names(self.plan, read_resource_config(self.paths.resource_config_file)))
+        real = real_host_names(self.plan, read_resource_config(self.paths.resource_config_file))
+        self.plan = rename_hosts(self.plan, real)
         names = [h["name"] for h in self.plan["hosts"]]
         self.host = host or read_resource_config(self.paths.resource_config_file).get("current_host") or names[0]
         if self.host not in names:
@@ -160,7 +174,8 @@ class HostRuntime:
 
     def _with_secrets(self, argv: list[str]) -> list[str]:
         """The plan's argv holds REDACTED after each secret flag: the values come from hyperparameters.json."""
-        secret = decode_hyperparameters(secret_hyperparameters(read_hyperparameters_raw(self.paths.hyperparameters_file)))
+        raw = read_hyperparameters_raw(self.paths.hyperparameters_file)
+        secret = decode_hyperparameters(secret_hyperparameters(raw))
         args = {k: to_cmd_args({k: v})[1] for k, v in secret.items()}
         return restore_argv(argv, args) if args else argv
 
@@ -345,7 +360,7 @@ class HostRuntime:
                 self._cleanup()
                 self._record_failure(128 + stop.signum, None, sig=str(stop), victim=True, stacks=stacks)
                 code = 1
-            except Exception as e:  # a framework error: the toolkit writes "Framework Error" and exits 1
+            except Exception as e:  # noqa: BLE001 - a framework error: the toolkit writes "Framework Error" and exits 1
                 self._cleanup()
                 self.console.say(f"Framework Error: {e}")
                 self._record_failure(1, None, tb=traceback.format_exc().splitlines()[-20:],

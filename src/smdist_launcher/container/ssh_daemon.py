@@ -121,7 +121,8 @@ class SshDaemon:
                     return
             except OSError:
                 time.sleep(0.05)
-        raise TimeoutError(f"sshd did not listen on port {self.port} within {READY_TIMEOUT_S:.0f} s: {self._log_tail()}")
+        raise TimeoutError(
+            f"sshd did not listen on port {self.port} within {READY_TIMEOUT_S:.0f} s: {self._log_tail()}")
 
     def check(self) -> None:
         code = self.proc.poll()

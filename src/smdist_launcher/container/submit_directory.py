@@ -17,7 +17,6 @@ from pathlib import Path
 
 from ..contract.s3_endpoint import s3_endpoint, s3_region
 
-
 MAX_MEMBERS_ENV = "SMDIST_ARCHIVE_MAX_MEMBERS"
 MAX_BYTES_ENV = "SMDIST_ARCHIVE_MAX_BYTES"
 DEFAULT_MAX_MEMBERS = 100_000

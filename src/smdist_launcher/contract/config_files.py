@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_GROUP = "homogeneousCluster"
+# The content type SageMaker gives the channel that carries model_uri (a job's starting model).
+MODEL_CONTENT_TYPE = "application/x-sagemaker-model"
 
 
 def resource_config_for(plan: dict[str, Any], host: str) -> dict[str, Any]:

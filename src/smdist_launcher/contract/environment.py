@@ -11,7 +11,8 @@ from .layout import MLPaths
 # Any of these framework parameters makes the current group a distribution group (toolkit rule).
 DISTRIBUTION_FLAGS = (
     "sagemaker_mpi_enabled", "sagemaker_parameter_server_enabled", "sagemaker_distributed_dataparallel_enabled",
-    "sagemaker_pytorch_ddp_enabled", "sagemaker_torch_distributed_enabled", "sagemaker_pytorch_xla_multi_worker_enabled",
+    "sagemaker_pytorch_ddp_enabled", "sagemaker_torch_distributed_enabled",
+    "sagemaker_pytorch_xla_multi_worker_enabled",
     "sagemaker_multi_worker_mirrored_strategy_enabled",
 )
 
@@ -100,7 +101,8 @@ def training_environment(paths: MLPaths, resource_config: dict[str, Any], hyperp
 
 def build_training_env(paths: MLPaths, resource_config: dict[str, Any], hyperparameters_raw: dict[str, str],
                        input_data_config: dict[str, Any], **kwargs: Any) -> dict[str, str]:
-    """SM_* (as `Environment.to_env_vars`) plus CURRENT_HOST, SAGEMAKER_JOB_NAME, SAGEMAKER_REGION, TRAINING_JOB_NAME."""
+    """SM_* (as `Environment.to_env_vars`) plus CURRENT_HOST, SAGEMAKER_JOB_NAME, SAGEMAKER_REGION and
+    TRAINING_JOB_NAME."""
     env = training_environment(paths, resource_config, hyperparameters_raw, input_data_config, **kwargs)
     user_hps = env["hyperparameters"]
     mapping: dict[str, Any] = {

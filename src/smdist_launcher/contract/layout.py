@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,10 +10,10 @@ DEFAULT_ROOT = "/opt/ml"
 ROOT_ENV = "SMDIST_ML_ROOT"
 
 
-def resolve_root(root: str | os.PathLike[str] | None = None, environ: dict[str, str] | None = None) -> Path:
+def resolve_root(root: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Path:
     """--root wins, then $SMDIST_ML_ROOT, then /opt/ml."""
-    environ = os.environ if environ is None else environ
-    return Path(root or environ.get(ROOT_ENV) or DEFAULT_ROOT)
+    env = os.environ if environ is None else environ
+    return Path(root or env.get(ROOT_ENV) or DEFAULT_ROOT)
 
 
 @dataclass(frozen=True)

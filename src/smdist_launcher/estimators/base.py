@@ -7,7 +7,6 @@ from ..errors import ValidationError
 from ..jobspec import job_file as job_files
 from ..jobspec.catalog import is_local
 from ..jobspec.error_items import item
-from ..jobspec.estimator_args import EstimatorArgs
 from ..jobspec.inputs import normalize_inputs
 from ..jobspec.resolve import default_job_name, resolve
 from ..jobspec.rules.context import cluster_of
@@ -16,6 +15,8 @@ from ..jobspec.validate import validate_args
 from .job_names import name_from_base
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..jobspec.estimator_args import EstimatorArgs  # pydantic: annotations only, the import must stay fast
+    from ..backends.api import DryRun, Submission
     from ..plan.model import Channel, LaunchPlan
     from ..jobspec.resolved import ResolvedJob
 
@@ -152,47 +153,56 @@ class FrameworkEstimator:
         channels = self.channels(inputs)
         return build_plan(self.resolved(job_name), channels)
 
+    def submission(self, plan: "LaunchPlan") -> "Submission":
+        """What a backend gets to run `plan`: the plan, the code and the validated arguments (never the estimator)."""
+        from .submission import build_submission
+
+        return build_submission(self._spec, plan)
+
+    def dryrun(self, inputs: Any = None, job_name: str | None = None, backend: str | None = None,
+               **backend_options: Any) -> "DryRun":
+        """What `backend` would start or send for this job (backends/api.py). Pure: nothing is uploaded or started."""
+        from ..backends import registry
+
+        plan = self.plan(inputs, job_name=job_name)
+        chosen = registry.for_job(backend, plan.instance_types)
+        return chosen.dryrun(self.submission(plan), backend_options)
+
     def request(self, inputs: Any = None, job_name: str | None = None, region: str | None = None) -> dict[str, Any]:
         """The CreateTrainingJob request fit() would send to SageMaker, secrets redacted. No AWS call.
 
         `<account>` (and `<region>` without region= or the estimator's region) stand for what only AWS knows.
         Raises ValidationError when the job cannot run on SageMaker (e.g. a local instance type or file:// inputs).
         """
-        from .sagemaker_request import sagemaker_request
+        from ..backends import registry
 
-        return sagemaker_request(self.plan(inputs, job_name=job_name), self._spec, region=region)
+        plan = self.plan(inputs, job_name=job_name)
+        return registry.get("sagemaker").dryrun(self.submission(plan), {"region": region}).content  # type: ignore[no-any-return]
 
     # ---- running -----------------------------------------------------------------------------------
     def fit(
         self, inputs: Any = None, wait: bool = True, logs: Any = True, job_name: str | None = None, dry_run: bool = False,
-        backend: str | None = None, **backend_options: Any,
+        backend: str | None = None, jobs_root: str | None = None, **backend_options: Any,
     ) -> Any:
         """Run the job. dry_run=True returns the plan and does nothing else.
 
         Local instance types (local, local_cpu, local_gpu) run on this machine, ml.* types as an Amazon SageMaker
-        training job (backends.sagemaker); the result has model_data. `backend` picks how local hosts run
-        (backends/registry.py: "process" by default, "netns", "docker"); "slurm" submits to a Slurm cluster, for local
-        and ml.* types alike, with `slurm={"partition": ..., "time": ...}` (backends/slurm/options.py).
-        """
+        training job; the result has model_data. `backend` picks another place to run (backends/registry.py:
+        "process" by default for local types, "netns", "docker"; "slurm" for local and ml.* types alike, with
+        `slurm={"partition": ..., "time": ...}` or those keys as keyword arguments); `backend_options` are that
+        backend's options (its Options model)."""
         if dry_run:
             return self.plan(inputs, job_name=job_name)
         job_name = job_name or name_from_base(self.base_job_name)
         plan = self.plan(inputs, job_name=job_name)
         if is_local(plan.instance_type):
             self.channels(inputs, check_exists=True)  # a missing data folder: a ValidationError now, not a failed job
-        from ..backends.registry import CLUSTER_BACKENDS
+        from ..backends import registry  # lazy: the backends load only to run
 
-        if is_local(plan.instance_type) or backend in CLUSTER_BACKENDS:
-            from ..backends.registry import run_job_of  # lazy: local mode pulls in process supervision
-
-            run_job = run_job_of(backend)
-        elif backend is not None:
-            raise ValueError(f"backend: {backend!r} runs local instance types only; {plan.instance_type!r} runs on "
-                             "Amazon SageMaker (leave backend out, or use instance_type 'local')")
-        else:
-            from ..backends.sagemaker import run_job  # lazy: boto3 only when submitting
-
-        result = run_job(plan, estimator=self, wait=wait, logs=logs, **backend_options)
+        chosen = registry.for_job(backend, plan.instance_types)
+        options = backend_options.pop(chosen.name, None) or {}  # fit(backend="slurm", slurm={...})
+        dry = chosen.dryrun(self.submission(plan), {**options, **backend_options})
+        result = chosen.submit(dry, wait=wait, logs=logs, jobs_root=jobs_root)
         self.latest_job = result
         self.model_data = getattr(result, "model_data", None)
         return result

@@ -2,17 +2,20 @@
 from __future__ import annotations
 
 import functools
-import json
-from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .resolved import InstanceInfo
+if TYPE_CHECKING:  # pragma: no cover
+    from .resolved import InstanceInfo
 
 LOCAL_TYPES = ("local", "local_cpu", "local_gpu")
 
 
 @functools.cache
 def _rows() -> dict[str, dict[str, Any]]:
+    # read on first use and imported here: the estimators import this module, and their import must stay fast
+    import json
+    from importlib import resources
+
     text = resources.files(__package__).joinpath("instances.json").read_text(encoding="utf-8")
     return {k: v for k, v in json.loads(text).items() if not k.startswith("_")}
 
@@ -28,6 +31,8 @@ def is_known(instance_type: str) -> bool:
 @functools.cache
 def lookup(instance_type: str) -> InstanceInfo:
     """The catalog row of `instance_type`; KeyError for unknown types (validation reports those first)."""
+    from .resolved import InstanceInfo  # pydantic: loaded by the first lookup, not by importing the catalog
+
     return InstanceInfo(instance_type=instance_type, **_rows()[instance_type])
 
 

@@ -1,16 +1,16 @@
 """Turn pydantic's errors into ErrorItems with dotted key paths and messages in our words (what is allowed, how to fix)."""
 from __future__ import annotations
 
-import difflib
 import types
 import typing
 from collections.abc import Iterable, Sequence
-from typing import Any
-
-from pydantic import BaseModel
-from pydantic import ValidationError as PydanticValidationError
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ErrorItem
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pydantic import BaseModel
+    from pydantic import ValidationError as PydanticValidationError
 
 _SHOW_LIMIT = 80
 _LIST_LIMIT = 12  # longer lists of allowed keys help nobody; did-you-mean does the work
@@ -29,6 +29,8 @@ def closest(word: Any, allowed: Iterable[str]) -> str | None:
 
     Only close matches: a few typed characters off (a third of the word, at least 2), so that a shared prefix does
     not make `ml.p9.mega` look like `ml.g4dn.metal`, nor `input` like `input_mode`."""
+    import difflib  # only when a message needs a suggestion; the estimators' import loads this module
+
     if not isinstance(word, str):
         return None
     allowed = list(allowed)
@@ -82,6 +84,14 @@ def item(path: str, message: str, value: Any = MISSING) -> ErrorItem:
 
 
 # ---- navigating the schema to list allowed keys -------------------------------------------------
+def _is_model(annotation: Any) -> bool:
+    # pydantic is imported here, not at the top: this module is loaded with the estimators, before any schema is
+    # needed, and only messages about pydantic's errors (pydantic long loaded by then) come here
+    from pydantic import BaseModel
+
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
 def _unwrap(annotation: Any) -> list[Any]:
     """The concrete classes inside Optional/Union/list/dict annotations."""
     origin = typing.get_origin(annotation)
@@ -108,7 +118,7 @@ def _model_at(root: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | No
         if field is None:
             # a dict key (e.g. a channel name): stay on the element model already chosen
             continue
-        models = [c for c in _unwrap(field.annotation) if isinstance(c, type) and issubclass(c, BaseModel)]
+        models = [c for c in _unwrap(field.annotation) if _is_model(c)]
         current = models[0] if models else None
     return current
 
@@ -118,8 +128,7 @@ def allowed_keys(model: type[BaseModel]) -> list[str]:
 
 
 def _child_models(model: type[BaseModel]) -> list[tuple[str, type[BaseModel]]]:
-    return [(name, c) for name, f in model.model_fields.items() for c in _unwrap(f.annotation)
-            if isinstance(c, type) and issubclass(c, BaseModel)]
+    return [(name, c) for name, f in model.model_fields.items() for c in _unwrap(f.annotation) if _is_model(c)]
 
 
 def _misplaced_at(root: type[BaseModel], loc: Sequence[Any]) -> tuple[tuple[Any, ...], str] | None:

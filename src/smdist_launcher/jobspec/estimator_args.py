@@ -11,10 +11,8 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, field_validator
 
 from .distribution import Distribution
+from .frameworks import FRAMEWORKS as FRAMEWORKS, Framework as Framework  # defined here before; kept importable
 from .strict_model import SpecModel
-
-Framework = Literal["pytorch", "tensorflow", "huggingface", "mxnet", "framework"]
-FRAMEWORKS: tuple[str, ...] = ("pytorch", "tensorflow", "huggingface", "mxnet", "framework")
 
 
 class InstanceGroup(SpecModel):

@@ -3,27 +3,19 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Literal
-
-from pydantic import ValidationError as PydanticValidationError
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ErrorItem, ValidationError
-from ..plan.model import Channel
 from .catalog import is_local
 from .error_items import from_pydantic, item, join_path, show
 from .sdk_objects import plain_inputs
-from .strict_model import SpecModel
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..plan.model import Channel
 
 DEFAULT_CHANNEL = "training"
 _CHANNEL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-
-
-class ChannelSpec(SpecModel):
-    uri: str
-    input_mode: Literal["File", "Pipe", "FastFile"] = "File"
-    content_type: str | None = None
-    distribution: Literal["FullyReplicated", "ShardedByS3Key"] = "FullyReplicated"
 
 
 def _as_mapping(inputs: Any) -> Any:
@@ -115,6 +107,12 @@ class _Problems(Exception):
 def _normalized(inputs: Any, instance_type: str | None, base_dir: str | None, check_exists: bool) -> dict[str, Channel]:
     if inputs is None:
         return {}
+    # the schemas (pydantic) load with the first channel, not with the estimators that import this module
+    from pydantic import ValidationError as PydanticValidationError
+
+    from ..plan.model import Channel
+    from .channel_spec import ChannelSpec
+
     mapping = _as_mapping(inputs)
     if not isinstance(mapping, dict):
         raise _Problems([item("inputs", "must be a URI string or a mapping of channel name → URI or "

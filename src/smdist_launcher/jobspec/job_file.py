@@ -7,18 +7,21 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from pydantic import BaseModel, create_model
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ErrorItem, ValidationError
-from ..plan.model import Channel
 from . import safe_yaml
 from .error_items import closest, did_you_mean, item, show
-from .estimator_args import FRAMEWORKS, EstimatorArgs, args_model_for
-from .inputs import ChannelSpec, collect_input_errors, normalize_inputs
+from .frameworks import FRAMEWORKS
+from .inputs import collect_input_errors, normalize_inputs
 from .rules.arguments import job_name_problem
 from .validate import collect, emit_warnings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pydantic import BaseModel
+
+    from ..plan.model import Channel
+    from .estimator_args import EstimatorArgs
 
 JOB_FILE_KEYS = ("framework", "inputs", "job_name")
 
@@ -41,6 +44,12 @@ class JobFile:
 @functools.cache
 def job_file_model(framework: str) -> type[BaseModel]:
     """The pydantic schema of a job file for `framework` (for JSON Schema export; loading uses the same parts)."""
+    # the schemas load here, not at import: the estimators import this module and their import must stay fast
+    from pydantic import create_model
+
+    from .channel_spec import ChannelSpec
+    from .estimator_args import args_model_for
+
     base = args_model_for(framework)
     return create_model(  # type: ignore[call-overload]
         f"{base.__name__.removesuffix('Args')}JobFile",

@@ -6,16 +6,18 @@ Pure: no clock, no environment, no file reads. The job name is the given one, el
 from __future__ import annotations
 
 import posixpath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
 from .catalog import lookup
 from .error_items import item
-from .estimator_args import EstimatorArgs, HuggingFaceArgs, TensorFlowArgs
 from .job_file import JobFile
-from .resolved import ResolvedInstanceGroup, ResolvedJob
 from .rules.arguments import job_name_problem
 from .rules.context import RuleContext, distribution_group
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .estimator_args import EstimatorArgs
+    from .resolved import ResolvedInstanceGroup, ResolvedJob
 
 MASTER_PORT = 7777
 
@@ -43,6 +45,8 @@ def _entry_point(args: EstimatorArgs) -> str:
 def _instance_groups(args: EstimatorArgs, strategy: str) -> list[ResolvedInstanceGroup]:
     if not args.instance_groups or args.instance_type is not None:
         return []
+    from .resolved import ResolvedInstanceGroup
+
     ranked = distribution_group(args) if strategy != "single" else None
     return [ResolvedInstanceGroup(name=g.instance_group_name, instance_type=g.instance_type,
                                   instance_count=g.instance_count, distribution=g is ranked)
@@ -55,6 +59,10 @@ def resolve(spec: EstimatorArgs | JobFile, framework: str | None = None, *, job_
     framework defaults to the job file's / the argument model's framework. Raises ValidationError only for a
     bad job_name or a spec that did not come through validation.
     """
+    # the schemas (pydantic) are imported here, not at the top: the estimators import this module
+    from .estimator_args import HuggingFaceArgs, TensorFlowArgs
+    from .resolved import ResolvedJob
+
     if isinstance(spec, JobFile):
         framework = framework or spec.framework
         job_name = job_name or spec.job_name

@@ -4,15 +4,20 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
-
-from pydantic import ValidationError as PydanticValidationError
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ErrorItem, ValidationError, ValidationWarning
-from .distribution import read_parameters_file
 from .error_items import did_you_mean, from_pydantic, intended_loc, item, join_path, show
-from .estimator_args import FRAMEWORKS, EstimatorArgs, args_model_for
+from .frameworks import FRAMEWORKS
 from .rules import RuleContext, run_rules
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pydantic import ValidationError as PydanticValidationError
+
+    from .estimator_args import EstimatorArgs
+
+# The schemas (estimator_args, distribution: pydantic) are imported inside the functions that validate: the
+# estimators import this module, and `from smdist_launcher import PyTorch` must not pay for pydantic.
 
 _MAX_PASSES = 6
 
@@ -94,6 +99,8 @@ _PARAMETERS_LOC = ("distribution", "smdistributed", "modelparallel", "parameters
 
 def _inline_parameters_file(data: dict[str, Any], base: str) -> None:
     """Replace an SMP parameters file name by its content, so that a retry drops one bad key, not the whole file."""
+    from .distribution import read_parameters_file
+
     node: Any = data
     for part in _PARAMETERS_LOC[:-1]:
         node = node.get(part) if isinstance(node, dict) else None
@@ -135,6 +142,8 @@ def _best_effort(
     """Validate; on errors, drop the offending values and retry so the rules can still see the rest.
 
     Returns the model, the errors to report and the broken paths (see _broken_paths)."""
+    from pydantic import ValidationError as PydanticValidationError
+
     reported: list[ErrorItem] = []
     broken: frozenset[str] = frozenset()
     current = _copy_containers(data)
@@ -172,6 +181,8 @@ def collect(
     if not isinstance(args, dict):
         return Outcome(None, [item("<root>", f"estimator arguments must be a mapping of argument names to values, got {show(args)}",
                                    args)])
+    from .estimator_args import args_model_for
+
     base = os.path.abspath(base_dir) if base_dir else os.getcwd()
     model = args_model_for(framework)
     try:

@@ -1,12 +1,14 @@
-"""The ``sagemaker_*`` hyperparameters the SDK adds for a job (sagemaker-python-sdk v2 ``Framework._script_mode_hyperparam_update``,
-``_distribution_configuration`` and ``PyTorch._pytorch_distribution_configuration``); the container picks its runner from them.
+"""The ``sagemaker_*`` hyperparameters the SDK adds for a job (sagemaker-python-sdk v2
+``Framework._script_mode_hyperparam_update``, ``_distribution_configuration`` and
+``PyTorch._pytorch_distribution_configuration``); the container picks its runner from them.
 
 Differences from the SDK, on purpose:
-- ``sagemaker_mpi_num_of_processes_per_host`` is always written for MPI strategies (the SDK writes it only when the user gave it),
-  and for other strategies when the resolved count differs from the instance's default (GPUs, else Neuron cores, else 1),
-  so the container would start exactly the processes the plan shows.
+- ``sagemaker_mpi_num_of_processes_per_host`` is always written for MPI strategies (the SDK writes it only when the
+  user gave it), and for other strategies when the resolved count differs from the instance's default (GPUs, else
+  Neuron cores, else 1), so the container would start exactly the processes the plan shows.
 - ``pytorchddp`` keeps its own flag (``sagemaker_pytorch_ddp_enabled``) instead of being rewritten to smdistributed.
-- ``sagemaker_submit_directory`` is the source_dir as given (a local folder or an s3:// URI), since planning uploads nothing.
+- ``sagemaker_submit_directory`` is the source_dir as given (a local folder or an s3:// URI), since planning uploads
+  nothing.
 - ``sagemaker_distribution_instance_groups`` is written for every strategy of a job given by instance_groups (the SDK
   leaves it out next to torch_distributed, and the container could not tell which group runs torchrun), and
   ``sagemaker_instance_type`` is the distribution group's type (the SDK sends null when there are instance groups).
@@ -77,7 +79,8 @@ def framework_hyperparameters(job: ResolvedJob) -> dict[str, Any]:
 
 
 def tensorflow_model_dir(job: ResolvedJob) -> str:
-    """The ``model_dir`` hyperparameter the TensorFlow estimator adds (SDK: /opt/ml/model under MPI, else under output_path on S3)."""
+    """The ``model_dir`` hyperparameter the TensorFlow estimator adds (SDK: /opt/ml/model under MPI, else under
+    output_path on S3)."""
     if job.strategy not in _MPI_STRATEGIES and job.output_path and job.output_path.startswith("s3://"):
         return f"{job.output_path.rstrip('/')}/{job.job_name}/model"
     return "/opt/ml/model"

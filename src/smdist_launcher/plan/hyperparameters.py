@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..contract.environment import encode_env_value as env_value
-from ..contract.hyperparameters import split_hyperparameters
-from ..contract.hyperparameters import to_cmd_args as contract_cmd_args
+from ..contract.hyperparameters import split_hyperparameters, to_cmd_args as contract_cmd_args
 from ..errors import ErrorItem, ValidationError
 
 __all__ = ["as_container_sees", "env_value", "json_encode", "script_hyperparameters", "to_cmd_args"]
@@ -36,7 +35,8 @@ def _unencodable(hyperparameters: Mapping[str, Any]) -> list[ErrorItem]:
         try:
             json.dumps(value)
         except (TypeError, ValueError) as exc:
-            bad.append(ErrorItem(f"hyperparameters.{key}", f"must be JSON-serialisable (str, number, bool, null, list, dict), got {type(value).__name__}: {exc}", value))
+            bad.append(ErrorItem(f"hyperparameters.{key}", "must be JSON-serialisable (str, number, bool, null, "
+                                 f"list, dict), got {type(value).__name__}: {exc}", value))
     return bad
 
 

@@ -97,7 +97,9 @@ class LaunchPlan(_Model):
     @property
     def instance_types(self) -> list[str]:
         """Every instance type of the job (one, unless it has several instance groups)."""
-        return list(dict.fromkeys(g.instance_type for g in self.instance_groups)) if self.instance_groups else [self.instance_type]
+        if not self.instance_groups:
+            return [self.instance_type]
+        return list(dict.fromkeys(g.instance_type for g in self.instance_groups))
 
     # ---- rendering ----------------------------------------------------
     def to_dict(self, *, reveal_secrets: bool = False) -> dict[str, Any]:
@@ -127,11 +129,11 @@ class LaunchPlan(_Model):
                          allow_unicode=True, width=120)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> "LaunchPlan":
+    def from_json(cls, text: str | bytes) -> LaunchPlan:
         return cls.model_validate_json(text)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "LaunchPlan":
+    def from_dict(cls, data: dict[str, Any]) -> LaunchPlan:
         return cls.model_validate(data)
 
 

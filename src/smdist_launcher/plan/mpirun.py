@@ -1,4 +1,5 @@
-"""The mpirun command line the toolkit's master host runs (``mpi.MasterRunner`` and ``smdataparallel.SMDataParallelRunner``).
+"""The mpirun command line the toolkit's master host runs (``mpi.MasterRunner`` and
+``smdataparallel.SMDataParallelRunner``).
 
 Left out on purpose: the toolkit's ``-x LD_PRELOAD=<gethostname .so>`` hack (a real host has its own name; a
 simulated one gets it from a UTS namespace: container/host_isolation.py)
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from dataclasses import dataclass
+from typing import NoReturn
 
 from ..errors import ErrorItem, ValidationError
 from ..jobspec.resolved import ResolvedJob
@@ -42,7 +44,7 @@ class CustomMpiOptions:
 
 
 class _RaisingParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]  # argparse would exit the process
+    def error(self, message: str) -> NoReturn:  # argparse would exit the process
         raise ValueError(message)
 
 
@@ -54,12 +56,15 @@ def parse_custom_mpi_options(options: str, key_path: str) -> CustomMpiOptions:
     try:
         known, extra = parser.parse_known_args(shlex.split(options))
     except ValueError as exc:
-        raise ValidationError([ErrorItem(key_path, f"cannot parse mpirun options ({exc}); write them as you would on a command line, e.g. \"-x FOO=1 --NCCL_DEBUG WARN\"", options)]) from None
+        message = (f"cannot parse mpirun options ({exc}); write them as you would on a command line, "
+                   'e.g. "-x FOO=1 --NCCL_DEBUG WARN"')
+        raise ValidationError([ErrorItem(key_path, message, options)]) from None
     return CustomMpiOptions(nccl_debug=known.NCCL_DEBUG, extra=extra)
 
 
 def _network_mca(iface: str) -> list[str]:
-    return ["-mca", "btl_tcp_if_include", iface, "-mca", "oob_tcp_if_include", iface, "-mca", "plm_rsh_no_tree_spawn", "1"]
+    return ["-mca", "btl_tcp_if_include", iface, "-mca", "oob_tcp_if_include", iface,
+            "-mca", "plm_rsh_no_tree_spawn", "1"]
 
 
 def _pass_by_name(names: list[str]) -> list[str]:

@@ -31,7 +31,7 @@ from ..errors import ErrorItem, ValidationError
 from ..jobspec.resolved import ResolvedJob
 from .framework_hyperparameters import framework_hyperparameters, tensorflow_model_dir
 from .hyperparameters import env_value, json_encode, script_hyperparameters, to_cmd_args
-from .model import Channel, HostPlan, InstanceGroupPlan, Launcher, LaunchPlan, Master
+from .model import Channel, HostPlan, HostRole, InstanceGroupPlan, Launcher, LaunchPlan, Master
 from .mpirun import mpi_argv, smddp_argv
 from .network_env import master_env, torchrun_network_env
 from .program import is_python_program, program_argv
@@ -41,7 +41,8 @@ from .torchrun import torchrun_argvs
 
 MP_PARAMETERS = "mp_parameters"
 MP_PARAMETERS_ENV = "SM_HP_MP_PARAMETERS"
-PS_SERVER_TF_CONFIG_ENV = "SMDIST_PS_TF_CONFIG"  # the parameter-server process's TF_CONFIG; the runtime starts it next to the worker
+# The parameter-server process's TF_CONFIG; the runtime starts that process next to the worker.
+PS_SERVER_TF_CONFIG_ENV = "SMDIST_PS_TF_CONFIG"
 SMP_STRATEGIES = frozenset({"smp_v1", "smp_v2"})
 # ResolvedJob fields the plan shows unchanged.
 _COPIED_FIELDS = frozenset({
@@ -67,7 +68,9 @@ class _Layout:
         return program_argv(self.job.entry_point, self.args, under_mpi=under_mpi)
 
 
-def _host(name: str, role: str, processes: int, ranks: list[int], argv: list[str], env: dict[str, str]) -> HostPlan:
+def _host(
+    name: str, role: HostRole, processes: int, ranks: list[int], argv: list[str], env: dict[str, str]
+) -> HostPlan:
     # Validation copies argv and env, so hosts may be given the same shared lists and dicts.
     return HostPlan(name=name, role=role, processes=processes, ranks=ranks, argv=argv, env=env)
 
@@ -83,8 +86,9 @@ def _torchrun(lay: _Layout) -> tuple[Launcher, list[HostPlan]]:
     if job.strategy == "smp_v2" and job.mp_parameters:
         env[MP_PARAMETERS_ENV] = env_value(job.mp_parameters)
     if not is_python_program(job.entry_point):
-        raise ValidationError([ErrorItem("entry_point", f"{job.strategy} starts the entry point with torchrun, which runs only python programs (*.py); "
-                                         "use a .py entry point or another distribution strategy", job.entry_point)])
+        raise ValidationError([ErrorItem("entry_point", f"{job.strategy} starts the entry point with torchrun, which "
+                                         "runs only python programs (*.py); use a .py entry point or another "
+                                         "distribution strategy", job.entry_point)])
     argvs = torchrun_argvs(job, lay.hosts, lay.master, [job.entry_point, *lay.args])
     ppn = job.processes_per_host
     return "torchrun", [_host(h, "node", ppn, host_ranks(i, ppn), argvs[i], env) for i, h in enumerate(lay.hosts)]
@@ -104,7 +108,8 @@ def _mpirun(lay: _Layout) -> tuple[Launcher, list[HostPlan]]:
         master_argv = smddp_argv(job, lay.hosts, lay.master, program)
     ppn = job.processes_per_host
     plans = [_host(lay.master, "mpi_master", ppn, host_ranks(0, ppn), master_argv, lay.base_env)]
-    plans += [_host(h, "mpi_worker", ppn, host_ranks(i, ppn), [], lay.base_env) for i, h in enumerate(lay.hosts) if i > 0]
+    plans += [_host(h, "mpi_worker", ppn, host_ranks(i, ppn), [], lay.base_env)
+              for i, h in enumerate(lay.hosts) if i > 0]
     return "mpirun", plans
 
 
@@ -153,8 +158,10 @@ def _all_hyperparameters(job: ResolvedJob) -> tuple[dict[str, Any], dict[str, st
     clashes = sorted(set(user) & set(generated))
     if clashes:
         raise ValidationError([
-            ErrorItem(f"hyperparameters.{k}", f"is set by the launcher for this job ({k}={generated[k]!r}); remove it from hyperparameters"
-                      + (" and set it under distribution.smdistributed.modelparallel.parameters" if k == MP_PARAMETERS else ""), user[k])
+            ErrorItem(f"hyperparameters.{k}",
+                      f"is set by the launcher for this job ({k}={generated[k]!r}); remove it from hyperparameters"
+                      + (" and set it under distribution.smdistributed.modelparallel.parameters"
+                         if k == MP_PARAMETERS else ""), user[k])
             for k in clashes
         ])
     everything = {**user, **generated}
@@ -183,7 +190,7 @@ def build_plan(job: ResolvedJob, channels: dict[str, Channel] | None = None) -> 
     launcher, hosts = _BUILDERS[job.strategy](layout)
     hosts = _with_other_groups(layout, hosts)
     return LaunchPlan(
-        **job.model_dump(include=_COPIED_FIELDS),
+        **job.model_dump(include=set(_COPIED_FIELDS)),
         instance_count=len(hosts),
         launcher=launcher,
         world_size=sum(len(h.ranks) for h in hosts),

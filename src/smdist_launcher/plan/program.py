@@ -1,6 +1,7 @@
 """How the container starts the user's entry point (toolkit ``process.ProcessRunner._create_command``), without a shell.
 
-``python`` means the container's interpreter (the toolkit writes ``sys.executable``; a plan must not depend on the machine).
+``python`` means the container's interpreter (the toolkit writes ``sys.executable``; a plan must not depend on the
+machine).
 """
 from __future__ import annotations
 

@@ -20,8 +20,10 @@ _EXTENSIONS: dict[str, PlanFormat] = {".json": "json", ".yaml": "yaml", ".yml": 
 
 def format_for(path: str | os.PathLike[str], explicit: str | None = None) -> PlanFormat:
     """The explicit format if given, else the one the file name asks for (JSON when the extension says nothing)."""
-    if explicit in ("json", "yaml"):
-        return explicit  # type: ignore[return-value]
+    if explicit == "json":
+        return "json"
+    if explicit == "yaml":
+        return "yaml"
     return _EXTENSIONS.get(Path(path).suffix.lower(), "json")
 
 
@@ -41,9 +43,11 @@ class SnapshotCheck:
 
     def message(self) -> str:
         if self.missing:
-            return f"{self.path}: no pinned plan yet; create it with --write (smdist) or --plan-snapshot-update (pytest)"
+            return (f"{self.path}: no pinned plan yet; create it with --write (smdist) "
+                    "or --plan-snapshot-update (pytest)")
         if self.diff:
-            return f"{self.path}: the plan changed (- pinned, + now); if intended, update it with --write / --plan-snapshot-update\n{self.diff}"
+            return (f"{self.path}: the plan changed (- pinned, + now); if intended, update it with --write / "
+                    f"--plan-snapshot-update\n{self.diff}")
         return f"{self.path}: plan matches"
 
 
@@ -59,7 +63,8 @@ def check(rendered: str, path: str | os.PathLike[str]) -> SnapshotCheck:
         pinned = target.read_text(encoding="utf-8")
     except FileNotFoundError:
         return SnapshotCheck(target, missing=True, diff="")
-    return SnapshotCheck(target, missing=False, diff="" if pinned == rendered else unified_diff(pinned, rendered, target))
+    diff = "" if pinned == rendered else unified_diff(pinned, rendered, target)
+    return SnapshotCheck(target, missing=False, diff=diff)
 
 
 def write(rendered: str, path: str | os.PathLike[str]) -> bool:

@@ -31,8 +31,11 @@ def ps_cluster_json(hosts: list[str]) -> str:
 
 
 def ps_worker_tf_config(cluster_json: str, host_index: int) -> str:
-    """TF_CONFIG of the training process on host ``host_index``: task master/0 on the first host, worker/i-1 elsewhere."""
-    return _with_task(cluster_json, "master", 0) if host_index == 0 else _with_task(cluster_json, "worker", host_index - 1)
+    """TF_CONFIG of the training process on host ``host_index``: task master/0 on the first host, worker/i-1
+    elsewhere."""
+    if host_index == 0:
+        return _with_task(cluster_json, "master", 0)
+    return _with_task(cluster_json, "worker", host_index - 1)
 
 
 def ps_server_tf_config(cluster_json: str, host_index: int) -> str:

@@ -16,7 +16,8 @@ def host_names(count: int) -> list[str]:
 
 
 def host_ranks(host_index: int, processes_per_host: int) -> list[int]:
-    """Global ranks of host ``host_index`` (0-based): ``[i*P, (i+1)*P)``, as torchrun node ranks and mpirun ``-map-by slot`` give them."""
+    """Global ranks of host ``host_index`` (0-based): ``[i*P, (i+1)*P)``, as torchrun node ranks and mpirun
+    ``-map-by slot`` give them."""
     start = host_index * processes_per_host
     return list(range(start, start + processes_per_host))
 

@@ -1,5 +1,5 @@
 """Training jobs of the endpoint: a CreateTrainingJob request becomes a local-mode job on this machine, run by the
-backend serve was started with (process, netns or docker: backends.registry); its record gives DescribeTrainingJob's
+backend serve was started with (process, netns or docker: backends.registry, through backends/api.py); its record gives DescribeTrainingJob's
 status and secondary-status transitions."""
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ class Jobs:
 
     def _run(self, job: ServedJob) -> None:
         """Fetch the code, start the job on the chosen backend, and drop the code once the job has ended."""
-        from ..backends.registry import run_job_of
+        from ..backends import registry
         from ..container.submit_directory import prepare_code
 
         code = self._code_root / job.name
@@ -159,10 +159,10 @@ class Jobs:
                 prepare_code(submit, code)
             estimator, inputs = estimator_for(job.request, self.settings, code if submit else None)
             plan = estimator.plan(inputs, job_name=job.name)
-            run_job = run_job_of(self.settings.backend)
-            extra = {"run_as": self.settings.run_as} if self.settings.run_as else {}
-            job.local = run_job(plan, estimator=estimator, wait=False, logs=False, jobs_root=self.settings.jobs_dir,
-                                **extra)
+            backend = registry.get(self.settings.backend)
+            options = {"run_as": self.settings.run_as} if self.settings.run_as else {}
+            dry = backend.dryrun(estimator.submission(plan), options)
+            job.local = backend.submit(dry, wait=False, logs=False, jobs_root=self.settings.jobs_dir)
         except Exception as exc:  # noqa: BLE001 - any failure to start is the job's FailureReason
             job.error = f"{type(exc).__name__}: {exc}"
             job.ended = time.time()

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.distributed as dist
@@ -18,6 +19,9 @@ import torch.distributed as dist
 from .reduce_ops import op_name
 from .routing import Router
 from .works import completed_work
+
+if TYPE_CHECKING:
+    from .c10d_backend import C10dBackend
 
 log = logging.getLogger("smdist_launcher.smddp")
 
@@ -37,7 +41,8 @@ class CudaPath:
         self._group_name = group_name
         options = dist.ProcessGroupNCCL.Options()
         options._timeout = timeout
-        self.nccl = dist.ProcessGroupNCCL(dist.PrefixStore("smddp/nccl/", store), rank, size, options)
+        nccl = dist.ProcessGroupNCCL(dist.PrefixStore("smddp/nccl/", store), rank, size, options)
+        self.nccl = cast("C10dBackend", nccl)
         self.router = Router()
         self._fast_state: str | None = None  # None = not decided, "on", or the reason it is off
         self.allgather_ce: Any = None

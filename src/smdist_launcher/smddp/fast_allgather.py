@@ -48,10 +48,9 @@ class CopyEngineAllGather:
         self.lib = native.load()
         self._native: dict[str, Any] = {}
         if self.lib is not None:
-            self._set_up_native()
+            self._set_up_native(self.lib)
 
-    def _set_up_native(self) -> None:
-        lib = self.lib
+    def _set_up_native(self, lib: ctypes.CDLL) -> None:
         ctx = ctypes.c_void_p()
         events = (ctypes.c_void_p * (self.n_pull + 2))()
         if lib.smddp_ce_current_context(ctypes.byref(ctx)) or lib.smddp_ce_make_events(len(events), events):
@@ -78,12 +77,12 @@ class CopyEngineAllGather:
         turn, buf, handle, peers = pair.next()
         main = torch.cuda.current_stream(self.device)
         if self.lib is not None and not self.kernel_stage:
-            self._native_call(pair, turn, buf, handle, peers, main, output, input, nbytes)
+            self._native_call(self.lib, pair, turn, buf, handle, main, output, input, nbytes)
         else:
             self._python_call(buf, handle, peers, main, output, input, nbytes)
 
     def _native_call(
-        self, pair: SymmBufferPair, turn: int, buf: torch.Tensor, handle: Any, peers: list[torch.Tensor],
+        self, lib: ctypes.CDLL, pair: SymmBufferPair, turn: int, buf: torch.Tensor, handle: Any,
         main: Any, output: torch.Tensor, input: torch.Tensor, nbytes: int,
     ) -> None:
         n = self._native
@@ -94,12 +93,12 @@ class CopyEngineAllGather:
             ]
         ptrs = pair.native_peer_ptrs[turn]
         ms = main.cuda_stream
-        rc = self.lib.smddp_ce_stage(n["ctx"], ms, n["local"], n["events"], output.data_ptr(), input.data_ptr(),
+        rc = lib.smddp_ce_stage(n["ctx"], ms, n["local"], n["events"], output.data_ptr(), input.data_ptr(),
                                      buf.data_ptr(), nbytes, self.rank)
         if rc:
             raise RuntimeError(f"smddp copy-engine all_gather: staging failed with CUDA driver error {rc}")
         handle.barrier(channel=0)
-        rc = self.lib.smddp_ce_pull(n["ctx"], ms, n["streams"], n["events"], output.data_ptr(), ptrs, nbytes,
+        rc = lib.smddp_ce_pull(n["ctx"], ms, n["streams"], n["events"], output.data_ptr(), ptrs, nbytes,
                                     self.rank, self.world_size, self.splits, int(self.serial))
         if rc:
             raise RuntimeError(f"smddp copy-engine all_gather: pulls failed with CUDA driver error {rc}")

@@ -52,7 +52,8 @@ def _build(src: Path) -> Path:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
     try:
-        subprocess.run([compiler, "-O2", "-shared", "-fPIC", str(src), "-o", tmp, "-ldl"], check=True, capture_output=True, text=True)
+        subprocess.run([compiler, "-O2", "-shared", "-fPIC", str(src), "-o", tmp, "-ldl"],
+                       check=True, capture_output=True, text=True)
         os.replace(tmp, target)
     except subprocess.CalledProcessError as exc:
         raise RuntimeError(f"{compiler} failed: {exc.stderr.strip()[-500:]}") from exc

@@ -12,10 +12,16 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import AllgatherOptions  # torch.distributed does not re-export it
 
 from .cpu_path import GlooPath
 
 BACKEND_NAME = "smddp"
+
+# torch's stub types ProcessGroup's Python call forms (overloads such as ``allreduce(tensor, op)`` and a required
+# store); this subclass implements what the C++ trampoline calls, ``(tensors, opts)``, which no override of those
+# overloads can match. Type checkers see an untyped base; the methods below carry the types.
+_ProcessGroupBase: Any = dist.ProcessGroup
 
 
 def _first_tensor(obj: Any) -> torch.Tensor | None:
@@ -29,7 +35,7 @@ def _first_tensor(obj: Any) -> torch.Tensor | None:
     return None
 
 
-class SmddpProcessGroup(dist.ProcessGroup):
+class SmddpProcessGroup(_ProcessGroupBase):
     """Collectives for CPU and CUDA tensors under one backend name."""
 
     def __init__(self, store: dist.Store, rank: int, size: int, timeout: timedelta) -> None:
@@ -79,7 +85,9 @@ class SmddpProcessGroup(dist.ProcessGroup):
     def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
         return self._path(tensors).reduce(tensors, opts or dist.ReduceOptions())
 
-    def reduce_scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None) -> dist.Work:
+    def reduce_scatter(
+        self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None
+    ) -> dist.Work:
         return self._path(outputs).reduce_scatter(outputs, inputs, opts or dist.ReduceScatterOptions())
 
     def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> dist.Work:
@@ -90,30 +98,31 @@ class SmddpProcessGroup(dist.ProcessGroup):
     def reduce_scatter_tensor_coalesced(
         self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None
     ) -> dist.Work:
-        return self._chain([self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs)], outputs)
+        works = [self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs, strict=True)]
+        return self._chain(works, outputs)
 
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
 
     # ---- gathers ----
     def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> dist.Work:
-        return self._path(output).allgather_base(output, input, opts or dist.AllgatherOptions())
+        return self._path(output).allgather_base(output, input, opts or AllgatherOptions())
 
     all_gather_single = _allgather_base
 
     def allgather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> dist.Work:
-        return self._path(inputs).allgather(outputs, inputs, opts or dist.AllgatherOptions())
+        return self._path(inputs).allgather(outputs, inputs, opts or AllgatherOptions())
 
     def allgather_coalesced(
         self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None
     ) -> dist.Work:
-        opts = opts or dist.AllgatherOptions()
-        works = [self.allgather([out], [inp], opts) for out, inp in zip(outputs, inputs)]
+        opts = opts or AllgatherOptions()
+        works = [self.allgather([out], [inp], opts) for out, inp in zip(outputs, inputs, strict=True)]
         return self._chain(works, [t for out in outputs for t in out])
 
     def allgather_into_tensor_coalesced(
         self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None
     ) -> dist.Work:
-        return self._chain([self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs)], outputs)
+        return self._chain([self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs, strict=True)], outputs)
 
     all_gather_single_coalesced = allgather_into_tensor_coalesced
 
@@ -128,9 +137,11 @@ class SmddpProcessGroup(dist.ProcessGroup):
         return self._path(outputs).scatter(outputs, inputs, opts or dist.ScatterOptions())
 
     def alltoall_base(
-        self, output: torch.Tensor, input: torch.Tensor, output_splits: list[int], input_splits: list[int], opts: Any = None
+        self, output: torch.Tensor, input: torch.Tensor, output_splits: list[int], input_splits: list[int],
+        opts: Any = None,
     ) -> dist.Work:
-        return self._path(output).alltoall_base(output, input, output_splits, input_splits, opts or dist.AllToAllOptions())
+        opts = opts or dist.AllToAllOptions()
+        return self._path(output).alltoall_base(output, input, output_splits, input_splits, opts)
 
     all_to_all_single = alltoall_base
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 # (target, sources in order of preference): Open MPI first, then MPICH/Intel MPI/Slurm PMI.
 RANK_SOURCES: dict[str, tuple[str, ...]] = {
@@ -65,7 +65,8 @@ def torch_env(env: Mapping[str, str]) -> dict[str, str]:
                 "Run smddprun under mpirun (mpirun -np N smddprun python train.py)."
             )
         if not value.isdigit():
-            raise SmddprunError(f"smddprun: {target} from the MPI environment is {value!r}; expected a non-negative integer")
+            raise SmddprunError(
+                f"smddprun: {target} from the MPI environment is {value!r}; expected a non-negative integer")
         out[target] = value
     if "LOCAL_RANK" not in out:
         out["LOCAL_RANK"] = "0"

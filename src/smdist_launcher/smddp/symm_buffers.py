@@ -7,9 +7,12 @@ written next (k+1)%2 = (k-1)%2 is no longer being read: one barrier per call ins
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
+
+if TYPE_CHECKING:
+    from torch.distributed.distributed_c10d import GroupName  # a NewType of str (torch >= 2.12)
 
 
 def _symm_mem() -> Any:
@@ -34,7 +37,7 @@ def register_group(group_name: str, store: Any, rank: int, size: int, timeout: A
     from torch._C._distributed_c10d import _register_process_group
 
     symm_mem = _symm_mem()
-    name = f"{group_name}/smddp-symm"
+    name = cast("GroupName", f"{group_name}/smddp-symm")
     if name in _REGISTERED:
         return name
     prefixed = dist.PrefixStore("smddp/symm/", store)

@@ -4,11 +4,11 @@ Stdlib + torch only: this module runs on the GPU image, which has no pydantic/ya
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
+from torch._C._distributed_c10d import _create_work_from_future  # type: ignore[attr-defined]  # not in torch's stub
 
 
 def completed_work(tensors: Sequence[torch.Tensor]) -> dist.Work:
@@ -18,7 +18,7 @@ def completed_work(tensors: Sequence[torch.Tensor]) -> dist.Work:
     current stream, and ``wait()`` makes the waiting stream wait for it, the same
     stream semantics ProcessGroupNCCL gives.
     """
-    devices = sorted({t.device for t in tensors if t.is_cuda}, key=str)
+    devices: list[int | str | torch.device] = sorted({t.device for t in tensors if t.is_cuda}, key=str)
     fut: torch.futures.Future = torch.futures.Future(devices=devices or None)
     fut.set_result(list(tensors))
     return _create_work_from_future(fut)

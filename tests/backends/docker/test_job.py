@@ -25,7 +25,7 @@ def test_mnist_in_two_containers(use_engine, tiny_mnist, tmp_path, launcher, cap
     est = estimator_from_job_file(str(EXAMPLE / f"job_{launcher}.yaml"))
     plan = est.plan({"training": f"file://{tiny_mnist}/train", "test": f"file://{tiny_mnist}/test"},
                     job_name=f"docker-{launcher.replace('_', '-')}")
-    job = run_job(plan, estimator=est, jobs_root=tmp_path)
+    job = run_job(est.submission(plan), jobs_root=tmp_path)
     out = capsys.readouterr().out
     assert job.record.status == records.COMPLETED and job.record.backend == "docker"
     assert "[algo-1 r0] training on 256 images, world size 4" in out and "test accuracy" in out
@@ -49,7 +49,7 @@ def test_no_engine_names_the_process_backend(tmp_path, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nothing.sock")
     est = estimator_from_job_file(str(EXAMPLE / "job_torch_distributed.yaml"))
     with pytest.raises(EngineUnavailable, match="--backend process"):
-        run_job(est.plan(job_name="docker-none"), estimator=est, jobs_root=tmp_path)
+        run_job(est.submission(est.plan(job_name="docker-none")), jobs_root=tmp_path)
     assert not (tmp_path / "docker-none").exists()  # refused before anything was made
 
 

@@ -39,7 +39,7 @@ def test_mnist_on_two_netns_hosts(netns_ready, tiny_mnist, tmp_path, launcher, c
     est = estimator_from_job_file(str(EXAMPLE / f"job_{launcher}.yaml"))
     plan = est.plan({"training": f"file://{tiny_mnist}/train", "test": f"file://{tiny_mnist}/test"},
                     job_name=f"netns-{launcher.replace('_', '-')}")
-    job = run_job(plan, estimator=est, jobs_root=tmp_path)
+    job = run_job(est.submission(plan), jobs_root=tmp_path)
     out = capsys.readouterr().out
     record = job.record
     assert record.status == records.COMPLETED and record.backend == "netns"

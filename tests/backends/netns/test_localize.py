@@ -1,8 +1,8 @@
-"""Netns hosts talk over eth0: the hosts' copy of a local plan names eth0 wherever the plan named lo."""
+"""Hosts with a network of their own (netns, docker) talk over eth0: their copy of a local plan names eth0 wherever the plan named lo."""
 from __future__ import annotations
 
 from smdist_launcher import PyTorch
-from smdist_launcher.backends.netns.localize import with_interface
+from smdist_launcher.backends.local.localize import with_interface
 
 from .conftest import EXAMPLE
 

@@ -54,7 +54,7 @@ def test_mnist_runs_on_two_slurm_nodes(slurm_cluster, tiny_mnist, tmp_path, laun
         job = est.fit({"training": f"file://{tiny_mnist}/train", "test": f"file://{tiny_mnist}/test"}, job_name=name,
                       backend="slurm", slurm={"time": "10:00"})
     else:
-        job = run_slurm_job(plan, SlurmOptions(time="10:00"), estimator=est, jobs_root=tmp_path, logs=True)
+        job = run_slurm_job(est.submission(plan), SlurmOptions(time="10:00"), jobs_root=tmp_path, logs=True)
     out = capsys.readouterr().out
     record = job.record
     assert record.status == records.COMPLETED and record.backend == "slurm"
@@ -101,7 +101,7 @@ def _script_plan(tmp_path: Path, name: str, script: str, hosts: int = 2, **kwarg
 def test_a_rank_that_raises_ends_the_job_naming_it(slurm_cluster, tmp_path):
     est, plan = _script_plan(tmp_path, "slurm-fails", FAILING)
     with pytest.raises(JobFailedError) as failed:
-        run_slurm_job(plan, SlurmOptions(time="5:00"), estimator=est, jobs_root=tmp_path / "jobs", logs=False)
+        run_slurm_job(est.submission(plan), SlurmOptions(time="5:00"), jobs_root=tmp_path / "jobs", logs=False)
     assert failed.value.status == records.FAILED
     assert "host algo-2, rank 3" in failed.value.diagnosis and "rank three gives up" in failed.value.diagnosis
     assert _squeue(slurm_cluster) == ""  # scancel-clean: nothing of the job left in the queue
@@ -122,7 +122,7 @@ time.sleep(300)
 def test_stop_cancels_a_running_job(slurm_cluster, tmp_path):
     # a secret hyperparameter reaches the script on every node, and no file of the job folder holds it
     est, plan = _script_plan(tmp_path, "slurm-stop", WAITS, hyperparameters={"hub_token": SECRET})
-    job = submit_slurm_job(plan, SlurmOptions(time="5:00"), estimator=est, jobs_root=tmp_path / "jobs", logs=False)
+    job = submit_slurm_job(est.submission(plan), SlurmOptions(time="5:00"), jobs_root=tmp_path / "jobs", logs=False)
     deadline = time.monotonic() + 300  # 2 torchruns and 4 ranks start on a busy 2-core machine
     while "up token" not in (job.job_dir / "logs" / "algo-2.log").read_text(errors="replace") if (
             job.job_dir / "logs" / "algo-2.log").exists() else True:
@@ -142,16 +142,16 @@ def test_stop_cancels_a_running_job(slurm_cluster, tmp_path):
 def test_refusals_say_what_to_change(slurm_cluster, tmp_path):
     est, plan = _script_plan(tmp_path, "slurm-refused", "print('never')\n")
     with pytest.raises(SlurmError, match=r"(?s)refused the job: .*[Ii]nvalid partition.*fix: pick a partition"):
-        submit_slurm_job(plan, SlurmOptions(partition="nope"), estimator=est, jobs_root=tmp_path / "a", logs=False)
+        submit_slurm_job(est.submission(plan), SlurmOptions(partition="nope"), jobs_root=tmp_path / "a", logs=False)
     # Slurm accepts a job over its partition's MaxTime and leaves it pending for ever: named, cancelled, failed
     with pytest.raises(SlurmError, match=r"(?s)never start the job \(pending: Partition(TimeLimit|Config)\).*fix: "):
-        run_slurm_job(plan, SlurmOptions(partition="short", time="30:00"), estimator=est,
+        run_slurm_job(est.submission(plan), SlurmOptions(partition="short", time="30:00"),
                       jobs_root=tmp_path / "b", logs=False)
     assert records.JobRecord.load(tmp_path / "b" / "slurm-refused" / "job.json").status == records.FAILED
     assert _squeue(slurm_cluster) == ""
     est, big = _script_plan(tmp_path, "slurm-too-big", "print('never')\n", hosts=3)  # the cluster has 2 nodes
     with pytest.raises(SlurmError, match=r"(?s)(refused the job|never start the job).*(node|instance_count)"):
-        run_slurm_job(big, SlurmOptions(), estimator=est, jobs_root=tmp_path / "c", logs=False)
+        run_slurm_job(est.submission(big), SlurmOptions(), jobs_root=tmp_path / "c", logs=False)
     assert _squeue(slurm_cluster) == ""
 
 
@@ -159,5 +159,5 @@ def test_missing_sbatch_names_the_other_backends(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm client on PATH
     est, plan = _script_plan(tmp_path, "slurm-nowhere", "print('never')\n")
     with pytest.raises(SlurmError, match="sbatch` was not found.*--backend local"):
-        submit_slurm_job(plan, estimator=est, jobs_root=tmp_path / "jobs", logs=False)
+        submit_slurm_job(est.submission(plan), jobs_root=tmp_path / "jobs", logs=False)
     assert records.JobRecord.load(tmp_path / "jobs" / "slurm-nowhere" / "job.json").status == records.FAILED

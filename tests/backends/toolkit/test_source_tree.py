@@ -24,7 +24,7 @@ def test_local_run_refuses_a_link_leaving_source_dir(tmp_path: Path) -> None:
     est = _estimator(src)
     jobs = tmp_path / "jobs"
     with pytest.raises(SymlinkError, match=f"{src / 'data'} is a symbolic link to {tmp_path / 'secret'}"):
-        run_job(est.plan(), estimator=est, jobs_root=jobs)
+        run_job(est.submission(est.plan()), jobs_root=jobs)
     assert not jobs.exists()
     check_source_links(src, follow_symlinks=True)  # the opt-in
 

@@ -124,11 +124,14 @@ def test_code_is_copied_without_caches_or_the_jobs_folder(tmp_path):
     assert local_code_source(tiny_plan(source_dir="s3://b/src.tar.gz")) is None
 
 
-def test_code_source_comes_from_the_estimator_when_it_knows():
-    class Est:
-        source_dir_path = "/somewhere/else"
+def test_code_source_comes_from_the_submission_when_it_knows(tmp_path: Path) -> None:
+    from smdist_launcher.backends.api import Code, Submission
+    from smdist_launcher.backends.toolkit.staging import prepare_local_run
 
-    assert local_code_source(tiny_plan(source_dir="."), Est()) == Path("/somewhere/else")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    submission = Submission(plan=tiny_plan(source_dir="."), code=Code(source=elsewhere))
+    assert prepare_local_run(submission)[1].source == elsewhere  # not the working directory
 
 
 def test_dependencies_are_staged_next_to_the_code_like_sagemaker(tmp_path: Path) -> None:
@@ -144,7 +147,7 @@ def test_dependencies_are_staged_next_to_the_code_like_sagemaker(tmp_path: Path)
     est = PyTorch(entry_point="train.py", source_dir=str(src), instance_type="local", instance_count=2,
                   framework_version="2.3", py_version="py311",
                   dependencies=[str(lib), str(tmp_path / "shared" / "helpers.py")])
-    plan, code = prepare_local_run(est.plan(), est)
+    plan, code = prepare_local_run(est.submission(est.plan()))
     hosts = _hosts(tmp_path)
     stage_code(code, hosts, keep_out=tmp_path / "jobs")
     for paths in hosts.values():
@@ -153,7 +156,7 @@ def test_dependencies_are_staged_next_to_the_code_like_sagemaker(tmp_path: Path)
     missing = PyTorch(entry_point="train.py", source_dir=str(src), instance_type="local", instance_count=1,
                       framework_version="2.3", py_version="py311", dependencies=[str(tmp_path / "nope")])
     with pytest.raises(FileNotFoundError, match="dependencies: .*nope does not exist"):
-        prepare_local_run(missing.plan(), missing)
+        prepare_local_run(missing.submission(missing.plan()))
 
 
 def test_relative_checkpoint_folder_is_read_from_the_job_file_folder(tmp_path: Path, monkeypatch) -> None:
@@ -170,7 +173,7 @@ def test_relative_checkpoint_folder_is_read_from_the_job_file_folder(tmp_path: P
             f"framework_version: '2.3'\npy_version: py311\ncheckpoint_s3_uri: {uri}\n")
         monkeypatch.chdir(tmp_path)  # elsewhere: the job file's folder counts, as for its inputs
         est = estimator_from_job_file(str(project / "job.yaml"))
-        plan, _ = prepare_local_run(est.plan(job_name="j"), est)
+        plan, _ = prepare_local_run(est.submission(est.plan(job_name="j")))
         assert plan.checkpoint_s3_uri == (project / "ckpt" / "run1").as_uri()
     absolute = tiny_plan(checkpoint_s3_uri=(tmp_path / "abs").as_uri())
-    assert prepare_local_run(absolute, est)[0].checkpoint_s3_uri == (tmp_path / "abs").as_uri()
+    assert prepare_local_run(est.submission(absolute))[0].checkpoint_s3_uri == (tmp_path / "abs").as_uri()

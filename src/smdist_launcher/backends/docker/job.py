@@ -1,4 +1,4 @@
-"""DockerJob: local mode whose simulated hosts are containers of the smdist image, compose-style.
+"""The docker placement: local mode whose simulated hosts are containers of the smdist image, compose-style.
 
 One container per host (`--name smdist-<job>-algo-N --hostname algo-N`, network alias algo-N) on a private
 network of the job, the host's tree mounted on /opt/ml, GPUs of the host's local_gpu share, entry point
@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ...contract import MLPaths
 from ..local.job import LocalJob
+from ..local.placement import HostStart
 from ..toolkit.supervisor import HostLaunch
 from .image import DEFAULT_TAG, EngineUnavailable, docker_cli, require_engine
 
@@ -71,81 +72,81 @@ def staged_sources(paths: MLPaths) -> list[str]:
     return [f for f in sorted(found) if not any(f != g and f.startswith(g.rstrip("/") + "/") for g in found)]
 
 
-class DockerJob(LocalJob):
-    def __init__(self, *args: Any, image: str | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.image = image_of(self.environ, image)
-        self.network = f"smdist-{self.job_id}"
+class DockerPlacement:
+    """Each host a container of the smdist image on a private network of the job."""
+
+    name: ClassVar[str] = BACKEND
+    what: ClassVar[str] = ("each host a container of the smdist image (hostname and network alias algo-N) on a "
+                           "private network of the job, its tree mounted on /opt/ml; MPI through the image's sshd")
+    shortcuts: ClassVar[bool] = False
+    interface: ClassVar[str | None] = HOST_IFACE
+
+    def __init__(self, image: str | None = None) -> None:
+        self.image = image_of(dict(os.environ), image)
+        self.network = ""
+        self.job_id = ""
         self.containers: dict[str, str] = {}
-        self.record.backend = BACKEND
-        self.record.backend_info = {"image": self.image, "network": self.network, "containers": {}}
-        self._save()
 
-    def _prepare(self) -> tuple[list[HostLaunch], dict[str, MLPaths]]:
-        from ..netns.localize import with_interface  # the same plan change: hosts talk over their eth0
+    def check(self) -> None:
+        require_engine()
+        require_image(self.image)
 
-        self.plan = with_interface(self.plan, HOST_IFACE)
-        launches, hosts = super()._prepare()
+    def setup(self, job: LocalJob) -> None:
+        self.job_id = job.job_id
+        self.network = f"smdist-{job.job_id}"
+        self.containers = {h: f"smdist-{job.job_id}-{h}" for h in job.plan.host_names}
+        job.record.backend_info = {"image": self.image, "network": self.network, "containers": dict(self.containers)}
+        for h, name in self.containers.items():
+            job.record.hosts.setdefault(h, {}).update(container=name)
         _docker("network", "create", "--label", f"{LABEL}={self.job_id}", self.network)
-        docker_launches = []
-        for launch in launches:
-            h = launch.host
-            name = f"smdist-{self.job_id}-{h}"
-            self.containers[h] = name
-            root = str(hosts[h].root)
-            env = container_env(launch.env, self.environ, root, {*self.plan.environment, *self.plan.host(h).env})
-            gpus = self.record.hosts.get(h, {}).get("gpus") or []
-            argv = [docker_cli(), "run", "--rm", "--name", name, "--hostname", h, "--network", self.network,
-                    "--network-alias", h, "--label", f"{LABEL}={self.job_id}", "-v", f"{root}:{CONTAINER_ROOT}",
-                    "--init", "--shm-size", "1g"]
-            for folder in staged_sources(hosts[h]):  # what the staged channels link to, at the same paths
-                argv += ["-v", f"{folder}:{folder}:ro"]
-            if gpus:
-                argv += ["--gpus", f'"device={",".join(gpus)}"']
-            for key in sorted(env):
-                argv += ["-e", key]  # names only: values (secrets too) come from the docker CLI's environment
-            argv += [self.image, "--root", CONTAINER_ROOT, "--host", h,
-                     "--plan", f"{CONTAINER_ROOT}/input/config/launchplan.json", "--no-install"]
-            cli_env = {**{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST",
-                                                                         "DOCKER_CONFIG", "DOCKER_CONTEXT")},
-                       **env}
-            docker_launches.append(HostLaunch(h, argv, cli_env, launch.cwd))
-            self.record.hosts.setdefault(h, {}).update(container=name)
-        self.record.backend_info["containers"] = dict(self.containers)
-        self._save()
-        return docker_launches, hosts
 
-    def _remove_containers(self) -> None:
+    def launch(self, job: LocalJob, start: HostStart) -> HostLaunch:
+        h = start.host
+        root = str(start.paths.root)
+        env = container_env(start.env, job.environ, root, {*job.plan.environment, *job.plan.host(h).env})
+        gpus = job.record.hosts.get(h, {}).get("gpus") or []
+        argv = self._run_argv(h, self.containers[h], self.network, self.job_id, root, staged_sources(start.paths),
+                              gpus, sorted(env))
+        argv[0] = docker_cli()  # the CLI found on PATH, as for every other docker call here
+        cli_env = {**{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST",
+                                                                     "DOCKER_CONFIG", "DOCKER_CONTEXT")},
+                   **env}
+        return HostLaunch(h, argv, cli_env, start.cwd)
+
+    def dry_start(self, host: str, argv: list[str]) -> list[str]:
+        root = argv[argv.index("--root") + 1]
+        return self._run_argv(host, f"smdist-<job id>-{host}", "smdist-<job id>", "<job id>", root,
+                              ["<each folder the staged channels link to>"], [], ["<NAME of each variable the host gets>"])
+
+    def _run_argv(self, h: str, name: str, network: str, job_id: str, root: str, sources: list[str],
+                  gpus: list[str], env_names: list[str]) -> list[str]:
+        argv = ["docker", "run", "--rm", "--name", name, "--hostname", h, "--network", network,
+                "--network-alias", h, "--label", f"{LABEL}={job_id}", "-v", f"{root}:{CONTAINER_ROOT}",
+                "--init", "--shm-size", "1g"]
+        for folder in sources:  # what the staged channels link to, at the same paths
+            argv += ["-v", f"{folder}:{folder}:ro"]
+        if gpus:
+            argv += ["--gpus", f'"device={",".join(gpus)}"']
+        for key in env_names:
+            argv += ["-e", key]  # names only: values (secrets too) come from the docker CLI's environment
+        return [*argv, self.image, "--root", CONTAINER_ROOT, "--host", h,
+                "--plan", f"{CONTAINER_ROOT}/input/config/launchplan.json", "--no-install"]
+
+    def teardown(self, job: LocalJob) -> None:
         """Every container and the network of the job, by label: whatever way the job ended."""
-        listed = _docker("ps", "-aq", "--filter", f"label={LABEL}={self.job_id}", check=False).stdout.split()
-        if listed:
-            _docker("rm", "-f", *listed, check=False)
-        _docker("network", "rm", self.network, check=False)
-
-    def _run(self) -> None:
+        if not self.job_id:
+            return
         try:
-            super()._run()
-        finally:
-            try:
-                self._remove_containers()
-            except (OSError, subprocess.TimeoutExpired, EngineUnavailable) as e:
-                self.console.note(f"could not remove the job's containers ({e}); docker rm -f them by label "
-                                  f"{LABEL}={self.job_id}")
+            listed = _docker("ps", "-aq", "--filter", f"label={LABEL}={self.job_id}", check=False).stdout.split()
+            if listed:
+                _docker("rm", "-f", *listed, check=False)
+            _docker("network", "rm", self.network, check=False)
+        except (OSError, subprocess.TimeoutExpired, EngineUnavailable) as e:
+            raise OSError(f"{e}; docker rm -f them by label {LABEL}={self.job_id}") from None
 
 
-def run_job(plan, *, estimator=None, wait: bool = True, logs=True, jobs_root=None, grace: float = 5.0,  # type: ignore[no-untyped-def]
-            image: str | None = None):
+def run_job(job: Any, *, image: str | None = None, **kwargs: Any) -> LocalJob:
     """Like backends.local.run_job, each simulated host a container of the smdist image."""
-    from ..toolkit.jobdir import JobDir, jobs_root as resolve_jobs_root
-    from ..toolkit.staging import prepare_local_run
+    from ..local.job import run_job as run_local
 
-    require_engine()
-    chosen = image_of(dict(os.environ), image)
-    require_image(chosen)
-    plan, code = prepare_local_run(plan, estimator)
-    job_dir = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
-    job = DockerJob(plan, job_dir, logs=logs, grace=grace, code=code, image=chosen)
-    if wait:
-        return job.wait()
-    job.start_in_background()
-    return job
+    return run_local(job, placement=DockerPlacement(image), **kwargs)

@@ -38,24 +38,26 @@ def base_environment(environ: dict[str, str]) -> dict[str, str]:
 
 
 def host_environment(
-    plan: LaunchPlan, host: str, environ: dict[str, str], *, job_id: str, addresses: dict[str, str],
-    host_roots: dict[str, str], gpus: list[str] | None, checkpoint_dir: str,
+    plan: LaunchPlan, host: str, environ: dict[str, str], *, job_id: str, addresses: dict[str, str] | None,
+    host_roots: dict[str, str] | None, gpus: list[str] | None, checkpoint_dir: str,
 ) -> dict[str, str]:
-    """gpus: this host's GPU ids for local_gpu; None for CPU instance types (no GPU visible)."""
+    """gpus: this host's GPU ids for local_gpu; None for CPU instance types (no GPU visible).
+
+    addresses / host_roots: the one-machine shortcuts (container/README.md: names mapped to addresses without DNS,
+    MPI without sshd over a shared file system); None for hosts that have a network and name service of their own
+    (netns, docker), which take the real cluster path."""
     env = base_environment(environ)
     env.update(plan.environment)
     env.update(plan.host(host).env)
-    env.update({
-        "SMDIST_JOB_ID": job_id,
-        "SMDIST_HOST_MAP": json.dumps(addresses, sort_keys=True),
-        "SMDIST_LOCAL_HOSTS": json.dumps(host_roots, sort_keys=True),
-        "SMDIST_CHECKPOINT_DIR": checkpoint_dir,
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update({"SMDIST_JOB_ID": job_id, "SMDIST_CHECKPOINT_DIR": checkpoint_dir, "PYTHONUNBUFFERED": "1"})
+    if addresses is not None:
+        env["SMDIST_HOST_MAP"] = json.dumps(addresses, sort_keys=True)
+    if host_roots is not None:
+        env["SMDIST_LOCAL_HOSTS"] = json.dumps(host_roots, sort_keys=True)
     # Simulated hosts (loopback addresses): every socket the job listens on stays on this host's loopback address
     # (loopback_bind.c). Hosts with real addresses (Slurm nodes) must be reachable from each other: left alone.
-    address = addresses.get(host, "127.0.0.1")
-    if is_loopback(address):
+    address = (addresses or {}).get(host)
+    if address is not None and is_loopback(address):
         env.update(confinement_env(address, env))
         if len(plan.hosts) == 1:
             # A one-node torchrun (no --master_addr/--master_port in argv, as SageMaker runs it) rendezvouses on

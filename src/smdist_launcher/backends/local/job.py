@@ -19,6 +19,7 @@ from typing import Any
 from ...contract import MLPaths, write_host_config
 from ...errors import JobFailedError
 from ...plan.model import LaunchPlan
+from ..api import JobHandle, Submission
 from ...jobspec.rules.arguments import DEFAULT_MAX_RUN
 from ..toolkit import records
 from .addressing import free_port, host_addresses, pick_address_block, split_gpus, visible_gpus
@@ -26,7 +27,8 @@ from ..toolkit.job_console import JobConsole, console_for
 from ..toolkit.diagnosis import describe_failure, describe_stop, early_exits, read_failures, stop_reason
 from .host_environment import host_environment, scrub_host_secrets
 from ..toolkit.jobdir import JobDir, jobs_root as resolve_jobs_root
-from .localize import with_master_port
+from .localize import with_interface, with_master_port
+from .placement import HostStart, Placement, ProcessPlacement, runtime_command
 from ..toolkit.log_mux import LogMux
 from ..toolkit.outputs import checkpoint_dir, collect_outputs, restore_checkpoints, save_checkpoints
 from ...container.stack_dumps import STACKS_ON_STOP_ENV
@@ -42,9 +44,9 @@ class LocalJob:
 
     def __init__(self, plan: LaunchPlan, job_dir: JobDir, *, logs: Any = True, grace: float = 5.0,
                  environ: dict[str, str] | None = None, code: LocalCode | None = None,
-                 run_as: str | None = None) -> None:
+                 placement: Placement | None = None) -> None:
         self.plan = plan
-        self.run_as = run_as  # the user the hosts' processes run as (serve --run-as); None: this process's user
+        self.placement: Placement = placement or ProcessPlacement()
         self.code = code
         self.dir = job_dir
         self.job_name = plan.job_name
@@ -52,9 +54,10 @@ class LocalJob:
         self.grace = grace
         self.environ = dict(os.environ if environ is None else environ)
         self.record = records.JobRecord(job_name=plan.job_name, job_id=self.job_id, job_dir=str(job_dir.root),
-                                        plan=plan.to_dict())
+                                        plan=plan.to_dict(), backend=self.placement.name)
         self.console: JobConsole = console_for(logs, plan.host_names)
         self.model_data: str | None = None
+        self.handle = JobHandle(backend=self.placement.name, job_name=plan.job_name, job_dir=str(job_dir.root))
         self.output_data: str | None = None
         self.diagnosis: str = ""
         self._thread: threading.Thread | None = None
@@ -161,6 +164,10 @@ class LocalJob:
             self._end(records.FAILED, f"internal error: {exc!r}", repr(exc))
         finally:
             restore_signals()
+            try:
+                self.placement.teardown(self)
+            except Exception as exc:  # noqa: BLE001 - the job's own outcome stays; the leftover is named
+                self.console.note(f"could not clean up the {self.placement.name} hosts: {exc}")
             for paths in hosts.values():
                 scrub_host_secrets(paths)
             if self._tmp_root is not None:
@@ -168,11 +175,14 @@ class LocalJob:
             self.console.close()
 
     def _prepare(self) -> tuple[list[HostLaunch], dict[str, MLPaths]]:
+        placement = self.placement
+        if placement.interface is not None:  # hosts with a network of their own talk over it (plan.json keeps lo)
+            self.plan = with_interface(self.plan, placement.interface)
         plan = self.plan
         names = plan.host_names
         gpu_split = (split_gpus(visible_gpus(self.environ), names, plan.processes_per_host)
                      if plan.instance_type in GPU_INSTANCE_TYPES else None)
-        addresses = host_addresses(names, pick_address_block())
+        addresses = host_addresses(names, pick_address_block()) if placement.shortcuts else None
         run_plan = with_master_port(plan, free_port())
         # Local mode stages every channel as files, like SageMaker's local mode.
         modes = {name: "File" for name in plan.channels}
@@ -190,31 +200,33 @@ class LocalJob:
         # Temporary files of the hosts (OpenMPI session dirs, tempfile) go to a short per-job folder
         # that is removed afterwards: short, because OpenMPI puts unix sockets there (108-byte limit).
         self._tmp_root = Path(tempfile.mkdtemp(prefix="smdist-"))
+        for h in names:
+            self.record.hosts[h] = {"gpus": gpu_split[h] if gpu_split else [], "root": host_roots[h],
+                                    **({"address": addresses[h]} if addresses else {})}
+        self.record.local = {"master_port": run_plan.master.port, "tmpdir": str(self._tmp_root)}
+        placement.setup(self)
         launches = []
         for h in names:
             env = host_environment(
-                run_plan, h, self.environ, job_id=self.job_id, addresses=addresses, host_roots=host_roots,
+                run_plan, h, self.environ, job_id=self.job_id, addresses=addresses,
+                host_roots=host_roots if placement.shortcuts else None,
                 gpus=gpu_split[h] if gpu_split else None, checkpoint_dir=str(checkpoint_dir(plan, hosts[h])))
             # Each host's runtime makes its own folder in here (TMPDIR, Open MPI: container/host_isolation.py).
             env["TMPDIR"] = str(self._tmp_root)
             env[STACKS_ON_STOP_ENV] = "0"  # the supervisor asks the ranks where they are stuck before it stops them
-            argv = [sys.executable, "-m", "smdist_launcher.container", "--root", host_roots[h], "--host", h,
-                    "--plan", str(hosts[h].plan_file), "--no-install"]
-            if self.run_as:
-                self._hand_over(env, self.dir.host_dir(h))
-            launches.append(HostLaunch(h, argv, env, self.dir.host_dir(h), user=self.run_as))
-            self.record.hosts[h] = {"address": addresses[h], "gpus": gpu_split[h] if gpu_split else [],
-                                    "root": host_roots[h]}
-        self.record.local = {"master_port": run_plan.master.port, "tmpdir": str(self._tmp_root)}
+            argv = runtime_command(sys.executable, host_roots[h], h, str(hosts[h].plan_file))
+            launches.append(placement.launch(self, HostStart(h, hosts[h], env, self.dir.host_dir(h), argv)))
+        self._save()
         return launches, hosts
 
-    def _hand_over(self, env: dict[str, str], host_dir: Path) -> None:
-        """Make a host runnable as self.run_as: its folder and the job's temporary folder owned by that user, HOME
-        there (ours is not theirs to read), and the loopback library copied where that user can load it (ours lives
-        in our cache, which may be private: an unloadable preload would quietly leave ports on every address)."""
+    def hand_over(self, env: dict[str, str], host_dir: Path, user_name: str) -> None:
+        """Make a host runnable as another user (serve --run-as): its folder and the job's temporary folder owned by
+        that user, HOME there (ours is not theirs to read), and the loopback library copied where that user can load
+        it (ours lives in our cache, which may be private: an unloadable preload would quietly leave ports on every
+        address)."""
         import pwd
 
-        user = pwd.getpwnam(self.run_as or "")
+        user = pwd.getpwnam(user_name)
         assert self._tmp_root is not None
         for root in (host_dir, self._tmp_root):
             _chown_tree(root, user.pw_uid, user.pw_gid)
@@ -313,17 +325,18 @@ def _finish_interrupted_jobs(root: Path) -> None:
         pass
 
 
-def run_job(plan: LaunchPlan, *, estimator: Any = None, wait: bool = True, logs: Any = True,
+def run_job(job: Submission | LaunchPlan, *, wait: bool = True, logs: Any = True,
             jobs_root: str | os.PathLike[str] | None = None, grace: float = 5.0,
-            run_as: str | None = None) -> LocalJob:
-    """Run `plan` locally. wait=True blocks and raises JobFailedError unless the job completed;
-    wait=False returns at once (call .wait()). `estimator` (optional) tells where a relative
-    source_dir lives (its job file's folder); without it, the working directory. `run_as` (root only): the user
-    every host's processes run as, their host folders owned by it."""
-    plan, code = prepare_local_run(plan, estimator)
+            placement: Placement | None = None, run_as: str | None = None) -> LocalJob:
+    """Run a submission (or a bare plan, its code read from the working directory) on this machine. wait=True blocks
+    and raises JobFailedError unless the job completed; wait=False returns at once (call .wait()). `placement`:
+    how each host runs (default: a process on a loopback address, as `run_as` when given: root only)."""
+    placement = placement or ProcessPlacement(run_as=run_as)
+    placement.check()
+    plan, code = prepare_local_run(job)
     job_dir = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
-    job = LocalJob(plan, job_dir, logs=logs, grace=grace, code=code, run_as=run_as)
+    local = LocalJob(plan, job_dir, logs=logs, grace=grace, code=code, placement=placement)
     if wait:
-        return job.wait()
-    job.start_in_background()
-    return job
+        return local.wait()
+    local.start_in_background()
+    return local

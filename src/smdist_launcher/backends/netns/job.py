@@ -1,10 +1,10 @@
-"""NetnsJob: local mode whose simulated hosts have a network of their own, so the job takes the real cluster path.
+"""The netns placement: local mode whose simulated hosts have a network of their own, so the job takes the real cluster path.
 
 Each host runs in its own network namespace (10.213.<b>.N/24 on eth0, bridged in a namespace of our own), UTS
 namespace (hostname algo-N), mount namespace (its tree on /opt/ml, /etc/hosts naming every host, a private /run).
 Nothing tells the runtime it is local: MPI workers start a real sshd and the master's mpirun reaches them over ssh
 with a per-job key; torchrun hosts rendezvous on algo-1. Job folders, staging, supervision, logs, outputs and
-diagnosis are the local backend's (this class only changes how a host is started and what surrounds it)."""
+diagnosis are the local backend's (a placement only changes how a host is started and what surrounds it)."""
 from __future__ import annotations
 
 import json
@@ -12,22 +12,20 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any, ClassVar
 
 from ...container.multihost import SSH_KEY_ENV
 from ...container.ssh_daemon import find_sshd, keygen
 from ...contract import MLPaths
 from ..local.job import LocalJob
+from ..local.placement import HostStart
 from ..toolkit.supervisor import HostLaunch
-from .localize import with_interface
 from .network import SimNetwork, namespace_path, reap_stale
 
 BACKEND = "netns"
 HOST_ENTRY_MODULE = "smdist_launcher.backends.netns.host_entry"
 HOST_IFACE = "eth0"
 _TOOLS = ("ip", "nsenter", "ssh", "ssh-keygen")
-# Local mode's loopback shortcuts (host map, sshd-free MPI, binds confined to a loopback address by a preloaded
-# library): without them the runtime takes the real multi-host path on the host's own network.
-_LOOPBACK_ONLY_ENV = ("SMDIST_HOST_MAP", "SMDIST_LOCAL_HOSTS", "SMDIST_BIND_ADDRESS", "LD_PRELOAD")
 
 
 class NetnsUnavailable(ValueError):
@@ -51,68 +49,71 @@ def check_available() -> None:
                                "openssh-client openssh-server); or use --backend process")
 
 
-class NetnsJob(LocalJob):
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(*args, **kwargs)
+class NetnsPlacement:
+    """Each host in its own network, UTS and mount namespaces, started through nsenter and host_entry."""
+
+    name: ClassVar[str] = BACKEND
+    what: ClassVar[str] = ("each host in its own network namespace (eth0 on a private bridge, hostname algo-N, its "
+                           "tree on /opt/ml); a real sshd per MPI host, mpirun over ssh with a per-job key")
+    shortcuts: ClassVar[bool] = False
+    interface: ClassVar[str | None] = HOST_IFACE
+
+    def __init__(self) -> None:
         self.network: SimNetwork | None = None
-        self.record.backend = BACKEND
-        self._save()
+        self._addresses = ""
+        self._key: Path | None = None
 
-    def _prepare(self) -> tuple[list[HostLaunch], dict[str, MLPaths]]:
-        # The hosts' copy of the plan talks over eth0 (plan.json, written already, keeps the user's).
-        self.plan = with_interface(self.plan, HOST_IFACE)
-        launches, hosts = super()._prepare()
+    def check(self) -> None:
+        check_available()
+
+    def setup(self, job: LocalJob) -> None:
         reap_stale()
-        self.network = SimNetwork.create([launch.host for launch in launches])
-        key = self._job_key()
-        addresses = json.dumps(self.network.addresses, sort_keys=True)
-        netns_launches = []
-        for launch in launches:
-            h = launch.host
-            env = {k: v for k, v in launch.env.items() if k not in _LOOPBACK_ONLY_ENV}
-            if self.environ.get("LD_PRELOAD"):  # the user's own preloads stay
-                env["LD_PRELOAD"] = self.environ["LD_PRELOAD"]
-            env[SSH_KEY_ENV] = str(key)
-            scratch = Path(env.get("TMPDIR") or "/tmp") / h  # Open MPI's session dir and tempfiles: per host
-            scratch.mkdir(parents=True, exist_ok=True)
-            env["TMPDIR"] = str(scratch)
-            root = str(hosts[h].root)
-            argv = ["nsenter", f"--net={namespace_path(self.network.hosts[h])}", sys.executable, "-m",
-                    HOST_ENTRY_MODULE, "--host", h, "--root", root, "--addresses", addresses, "--scratch",
-                    str(scratch), "--", *launch.argv]
-            netns_launches.append(HostLaunch(h, argv, env, launch.cwd))
-            self.record.hosts.setdefault(h, {}).update(address=self.network.addresses[h],
-                                                       namespace=self.network.hosts[h])
-        self.record.backend_info = {"subnet": self.network.subnet, "switch": self.network.switch,
-                                    "namespaces": dict(self.network.hosts)}
-        self._save()
-        return netns_launches, hosts
+        self.network = SimNetwork.create(job.plan.host_names)
+        self._key = self._job_key(job)
+        self._addresses = json.dumps(self.network.addresses, sort_keys=True)
+        for h in job.plan.host_names:
+            job.record.hosts.setdefault(h, {}).update(address=self.network.addresses[h],
+                                                      namespace=self.network.hosts[h])
+        job.record.backend_info = {"subnet": self.network.subnet, "switch": self.network.switch,
+                                   "namespaces": dict(self.network.hosts)}
 
-    def _job_key(self) -> Path:
+    def launch(self, job: LocalJob, start: HostStart) -> HostLaunch:
+        assert self.network is not None and self._key is not None
+        env = dict(start.env)
+        env[SSH_KEY_ENV] = str(self._key)
+        scratch = Path(env.get("TMPDIR") or "/tmp") / start.host  # Open MPI's session dir and tempfiles: per host
+        scratch.mkdir(parents=True, exist_ok=True)
+        env["TMPDIR"] = str(scratch)
+        argv = self._wrap(start.host, namespace_path(self.network.hosts[start.host]), str(start.paths.root),
+                          self._addresses, str(scratch), start.argv)
+        return HostLaunch(start.host, argv, env, start.cwd)
+
+    def dry_start(self, host: str, argv: list[str]) -> list[str]:
+        root = argv[argv.index("--root") + 1]
+        return self._wrap(host, f"<namespace of {host}>", root, "<addresses of the job's hosts>",
+                          f"<job's temporary folder>/{host}", argv)
+
+    @staticmethod
+    def _wrap(host: str, namespace: str, root: str, addresses: str, scratch: str, argv: list[str]) -> list[str]:
+        return ["nsenter", f"--net={namespace}", argv[0], "-m", HOST_ENTRY_MODULE, "--host", host, "--root", root,
+                "--addresses", addresses, "--scratch", scratch, "--", *argv]
+
+    def _job_key(self, job: LocalJob) -> Path:
         """The job's ssh key pair: every host's sshd authorizes it, only the master's mpirun uses it."""
-        folder = self.dir.root / "ssh"
+        folder = job.dir.root / "ssh"
         folder.mkdir(mode=0o700, exist_ok=True)
-        return keygen(folder / "id_ed25519", f"smdist job {self.job_id}")
+        return keygen(folder / "id_ed25519", f"smdist job {job.job_id}")
 
-    def _run(self) -> None:
+    def teardown(self, job: LocalJob) -> None:
         try:
-            super()._run()
-        finally:
             if self.network is not None:
                 self.network.destroy()
-            shutil.rmtree(self.dir.root / "ssh", ignore_errors=True)  # the private key outlives no job
+        finally:
+            shutil.rmtree(job.dir.root / "ssh", ignore_errors=True)  # the private key outlives no job
 
 
-def run_job(plan, *, estimator=None, wait: bool = True, logs=True, jobs_root=None, grace: float = 5.0):  # type: ignore[no-untyped-def]
+def run_job(job: Any, **kwargs: Any) -> LocalJob:
     """Like backends.local.run_job, each simulated host in its own network namespace with a real sshd."""
-    from ..toolkit.jobdir import JobDir, jobs_root as resolve_jobs_root
-    from ..toolkit.staging import prepare_local_run
+    from ..local.job import run_job as run_local
 
-    check_available()
-    plan, code = prepare_local_run(plan, estimator)
-    job_dir = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
-    job = NetnsJob(plan, job_dir, logs=logs, grace=grace, code=code)
-    if wait:
-        return job.wait()
-    job.start_in_background()
-    return job
+    return run_local(job, placement=NetnsPlacement(), **kwargs)

@@ -4,6 +4,7 @@ What `fit(wait=False)` returns and `est.latest_training_job` holds; `attach()` m
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -13,6 +14,17 @@ from .aws import AwsClients
 from .logs import LogTail
 from .progress import Progress
 from .status import SageMakerJob, check_outcome, is_terminal, job_from_description
+
+
+POLL_ENV = "SMDIST_SAGEMAKER_POLL_S"
+
+
+def poll_interval(explicit: float | None, logs: bool) -> float:
+    if explicit is not None:
+        return explicit
+    if os.environ.get(POLL_ENV):
+        return float(os.environ[POLL_ENV])
+    return 10.0 if logs else 5.0  # the SDK's intervals
 
 
 def _say(line: str) -> None:
@@ -98,8 +110,6 @@ class TrainingJob:
         """Wait until the job ends, showing its status transitions (a live line on a terminal, plain lines
         otherwise) and every host's log lines unless logs=False/"None". Returns the job when it completed;
         raises JobFailedError with SageMaker's FailureReason otherwise."""
-        from .submit import poll_interval
-
         show_logs = logs_enabled(logs)
         if live is None:
             live = self._emit is _say and sys.stdout.isatty()

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ...contract.config_files import MODEL_CONTENT_TYPE
 from ...plan.model import REDACTED, Channel, LaunchPlan, is_secret_key
 from ...jobspec.catalog import lookup
 from ...jobspec.estimator_args import EstimatorArgs
@@ -26,7 +27,6 @@ LAUNCHER_ENV = {PLAN_ENV: f"{CONTAINER_CODE_DIR}/{PLAN_IN_ARCHIVE}"}
 # With network isolation the container cannot read S3 itself: the archive comes as channel "code".
 CODE_CHANNEL = "code"
 ISOLATED_SUBMIT_DIRECTORY = f"/opt/ml/input/data/{CODE_CHANNEL}/{SUBMIT_ARCHIVE}"
-MODEL_CONTENT_TYPE = "application/x-sagemaker-model"
 LOG_LEVEL_KEY = "sagemaker_container_log_level"
 _MPI_STRATEGIES = frozenset({"mpi", "smp_v1"})  # the SDK gives MPI jobs model_dir=/opt/ml/model
 

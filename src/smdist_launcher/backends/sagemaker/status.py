@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import JobFailedError
+from ..api import JobState
 
-TERMINAL = frozenset({"Completed", "Failed", "Stopped"})
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def job_from_description(description: dict[str, Any], region: str, submit_direct
 
 
 def is_terminal(description: dict[str, Any]) -> bool:
-    return description["TrainingJobStatus"] in TERMINAL
+    return JobState.of(description["TrainingJobStatus"]).is_terminal
 
 
 def check_outcome(job: SageMakerJob) -> SageMakerJob:

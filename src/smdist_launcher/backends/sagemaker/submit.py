@@ -3,17 +3,17 @@
 Every check that needs no AWS call runs first, so bad input costs nothing (no upload, no job)."""
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ...plan.model import LaunchPlan
+from ..api import Submission
 from ...jobspec.estimator_args import EstimatorArgs
 from . import preflight
 from .aws import AwsClients, check_buckets, ensure_bucket, resolve_region
-from .job import TrainingJob, _say, logs_enabled  # noqa: F401 - logs_enabled kept importable here
+from .job import TrainingJob, _say
 from .locations import SUBMIT_ARCHIVE, default_bucket, split_s3
 from .request import LAUNCHER_ENV, JobTarget, build_request, plan_for_container, target_for
 from .roles import resolve_role
@@ -21,25 +21,15 @@ from .status import SageMakerJob
 from ..toolkit.source_tree import SourceEntry
 from .upload import archive_members, upload_archive, write_archive
 
-POLL_ENV = "SMDIST_SAGEMAKER_POLL_S"
-
-
-def poll_interval(explicit: float | None, logs: bool) -> float:
-    if explicit is not None:
-        return explicit
-    if os.environ.get(POLL_ENV):
-        return float(os.environ[POLL_ENV])
-    return 10.0 if logs else 5.0  # the SDK's intervals
-
-
-def _code_members(estimator: Any) -> list[SourceEntry] | None:
+def _code_members(submission: Submission) -> list[SourceEntry] | None:
     """Files of the code archive; None when source_dir is already an s3:// archive (used as is, without the plan)."""
-    args = estimator.spec
-    if args.source_dir and args.source_dir.startswith("s3://"):
+    plan, code = submission.plan, submission.code
+    if plan.source_dir and plan.source_dir.startswith("s3://"):
         return None
-    dependencies = [os.path.join(args.base_dir, d) for d in args.dependencies or []]
-    return archive_members(estimator.source_dir_path, estimator.entry_point_path, dependencies,
-                           follow_symlinks=bool(args.follow_symlinks))
+    source_dir = str(code.source) if plan.source_dir is not None and code.source is not None else None
+    entry = str(code.entry_point) if code.entry_point is not None else None
+    return archive_members(source_dir, entry, [str(d) for d in code.dependencies],
+                           follow_symlinks=code.follow_symlinks)
 
 
 def _prepare_buckets(clients: AwsClients, args: EstimatorArgs, target: JobTarget, default: str, *, uploads: bool) -> None:
@@ -67,16 +57,16 @@ def wait_for_job(clients: AwsClients, job_name: str, *, logs: bool = True, inter
     return job.snapshot()
 
 
-def run_job(plan: LaunchPlan, *, estimator: Any, wait: bool = True, logs: Any = True,
+def run_job(submission: Submission, *, wait: bool = True, logs: Any = True,
             poll_interval_s: float | None = None, emit: Callable[[str], None] = _say) -> TrainingJob:
-    """Run the plan as a SageMaker training job. Returns the job (waited for unless wait=False: then
+    """Run the submission as a SageMaker training job. Returns the job (waited for unless wait=False: then
     job.wait(), job.describe(), job.stop(), job.logs())."""
-    args = estimator.spec
+    plan, args = submission.plan, submission.args()
     preflight.check(plan, args, reserved_env=len(LAUNCHER_ENV), region=args.region)
     region = resolve_region(args.region)
     if region != args.region:
         preflight.check(plan, args, reserved_env=len(LAUNCHER_ENV), region=region)  # images differ by region
-    members = _code_members(estimator)
+    members = _code_members(submission)
 
     clients = AwsClients(region)
     account, partition = clients.caller()

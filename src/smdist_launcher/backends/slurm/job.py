@@ -21,7 +21,8 @@ from ..toolkit import records
 from ..toolkit.job_console import JobConsole, console_for
 from ..toolkit.jobdir import JobDir, jobs_root as resolve_jobs_root
 from ..toolkit.outputs import restore_checkpoints
-from ..toolkit.staging import prepare_local_run, stage_channels, stage_code
+from ..api import JobHandle, Submission
+from ..toolkit.staging import prepare_local_run, stage_channels, stage_code, submission_of
 from . import scheduler
 from .finish import finalize
 from .options import SlurmOptions
@@ -54,6 +55,7 @@ class SlurmJob:
         self.job_name = self.plan.job_name
         self.console: JobConsole = console_for(logs, self.plan.host_names)
         self.diagnosis = ""
+        self.handle = JobHandle(backend="slurm", job_name=self.job_name, job_dir=str(job_dir.root))
 
     # ---- SageMaker-like surface -----------------------------------------------------------------
     @property
@@ -203,13 +205,13 @@ class _LogFollower:
                 self.console.line(host, raw.decode("utf-8", "replace"))
 
 
-def submit_slurm_job(plan: LaunchPlan, options: SlurmOptions | None = None, *, estimator: Any = None,
+def submit_slurm_job(submission: Submission | LaunchPlan, options: SlurmOptions | None = None, *,
                      jobs_root: str | os.PathLike[str] | None = None, logs: Any = True,
                      environ: dict[str, str] | None = None) -> SlurmJob:
     """Stage the job folder (it must be on a path every node shares) and sbatch the plan's script."""
     options = options or SlurmOptions()
-    script = sbatch_script(plan, options)  # before anything is written: bad options fail here
-    plan, code = prepare_local_run(plan, estimator)
+    script = sbatch_script(submission_of(submission).plan, options)  # before anything is written: bad options fail
+    plan, code = prepare_local_run(submission)
     job = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
     job.plan_file.write_text(plan.to_json())
     record = records.JobRecord(job_name=plan.job_name, job_id=f"{plan.job_name}-slurm", job_dir=str(job.root),
@@ -243,7 +245,7 @@ def submit_slurm_job(plan: LaunchPlan, options: SlurmOptions | None = None, *, e
     return result
 
 
-def run_slurm_job(plan: LaunchPlan, options: SlurmOptions | None = None, *, estimator: Any = None, wait: bool = True,
+def run_slurm_job(submission: Submission | LaunchPlan, options: SlurmOptions | None = None, *, wait: bool = True,
                   logs: Any = True, jobs_root: str | os.PathLike[str] | None = None) -> SlurmJob:
-    job = submit_slurm_job(plan, options, estimator=estimator, jobs_root=jobs_root, logs=logs)
+    job = submit_slurm_job(submission, options, jobs_root=jobs_root, logs=logs)
     return job.wait() if wait else job

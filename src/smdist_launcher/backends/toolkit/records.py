@@ -9,15 +9,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-# SageMaker's TrainingJobStatus values, plus its secondary status for max_run.
-IN_PROGRESS = "InProgress"
-COMPLETED = "Completed"
-FAILED = "Failed"
-STOPPED = "Stopped"
-MAX_RUNTIME_EXCEEDED = "MaxRuntimeExceeded"
-# Ours: the launcher died before the job ended; the next command that noticed finished it (recovery.py).
-INTERRUPTED = "Interrupted"
-FINAL_STATUSES = (COMPLETED, FAILED, STOPPED, MAX_RUNTIME_EXCEEDED, INTERRUPTED)
+from ..api import TERMINAL_STATES, JobState
+
+# The states as job.json stores them (backends.api.JobState's values: one definition of "ended" for every backend).
+IN_PROGRESS = JobState.IN_PROGRESS.value
+COMPLETED = JobState.COMPLETED.value
+FAILED = JobState.FAILED.value
+STOPPED = JobState.STOPPED.value
+MAX_RUNTIME_EXCEEDED = JobState.MAX_RUNTIME_EXCEEDED.value
+INTERRUPTED = JobState.INTERRUPTED.value
+FINAL_STATUSES = tuple(sorted(s.value for s in TERMINAL_STATES))
 
 
 @dataclass
@@ -41,9 +42,9 @@ class JobRecord:
     # when that process started (clock ticks since boot, /proc/<pid>/stat): a reused pid is not the launcher
     launcher_started: int | None = field(default_factory=lambda: process_start(os.getpid()))
     plan: dict[str, Any] = field(default_factory=dict)
-    # Which backend ran the job ("local", "netns", "docker", "slurm", ...) and what that backend needs to find the
+    # Which backend ran the job (a backends.registry name; "local" in older records is "process") and what that backend needs to find the
     # job again (a Slurm job id, container names): status/stop/logs dispatch on these.
-    backend: str = "local"
+    backend: str = "process"
     backend_info: dict[str, Any] = field(default_factory=dict)
 
     def enter_phase(self, name: str, now: float | None = None) -> None:

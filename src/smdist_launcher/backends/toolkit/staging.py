@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlparse
 
 from ...contract import MLPaths
 from ...plan.model import Channel, LaunchPlan
+from ..api import Code, Submission
 from ..toolkit.source_tree import check_source_links
 from ..storage import s3 as s3io
 from ..storage.locations import Location, parse_location
@@ -95,74 +96,63 @@ def _fresh_dir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
 
 
-def local_code_source(plan: LaunchPlan, estimator: object = None) -> Path | None:
-    """The local folder (or lone entry-point file) to copy; None for an s3:// source_dir.
-
-    Plans keep source_dir as written (relative paths keep pinned plans portable); the estimator
-    knows the folder they are relative to (its job file's), else the working directory."""
+def local_code_source(plan: LaunchPlan) -> Path | None:
+    """The local folder (or lone entry-point file) of a bare plan, relative paths read from the working directory;
+    None for an s3:// source_dir. (A submission built by the estimator knows its job file's folder instead.)"""
     if plan.source_dir is not None and plan.source_dir.startswith("s3://"):
         return None
     if plan.source_dir is not None:
-        known = getattr(estimator, "source_dir_path", None)
-        return Path(known) if known else parse_location(plan.source_dir, field="source_dir").path
-    known = getattr(estimator, "entry_point_path", None)
-    return Path(known) if known else parse_location(plan.entry_point, field="entry_point").path
+        return parse_location(plan.source_dir, field="source_dir").path
+    return parse_location(plan.entry_point, field="entry_point").path
 
 
-def with_model_channel(plan: LaunchPlan, estimator: object = None) -> LaunchPlan:
-    """SageMaker hands model_uri to the job as one more File channel (`model`, or model_channel_name, content type
-    application/x-sagemaker-model): the same here, so it is staged like any input and the script finds it in
-    SM_CHANNEL_MODEL. Plans keep it out (the SageMaker request adds it itself); the estimator knows it."""
-    from ...jobspec.inputs import normalize_inputs
-    from ..sagemaker.request import MODEL_CONTENT_TYPE
+def submission_of(job: Submission | LaunchPlan) -> Submission:
+    """A submission as it is, or one for a bare plan (code from the working directory, no model channel)."""
+    if isinstance(job, Submission):
+        return job
+    return Submission(plan=job, code=Code(source=local_code_source(job)))
 
-    spec = getattr(estimator, "spec", None)
-    uri = getattr(spec, "model_uri", None)
-    if not uri:
+
+def with_model_channel(plan: LaunchPlan, model: tuple[str, Channel] | None) -> LaunchPlan:
+    """SageMaker hands model_uri to the job as one more File channel (`model`, or model_channel_name): the same here,
+    so it is staged like any input and the script finds it in SM_CHANNEL_MODEL."""
+    if model is None:
         return plan
-    name = getattr(spec, "model_channel_name", None) or "model"
+    name, channel = model
     if name in plan.channels:
         raise ValueError(f"inputs.{name}: model_uri is given to the job as channel {name!r} too; rename that input "
                          "or set model_channel_name")
-    base_dir = getattr(spec, "base_dir", None)
-    channel = normalize_inputs({name: uri}, instance_type=plan.instance_type, base_dir=base_dir)[name]
-    channel = channel.model_copy(update={"content_type": MODEL_CONTENT_TYPE, "input_mode": "File"})
     return plan.model_copy(update={"channels": {**plan.channels, name: channel}})
 
 
 @dataclass(frozen=True)
 class LocalCode:
     """The code a local-type job copies into each host: source_dir (or the lone entry point; None for an s3://
-    archive the runtime unpacks) and the estimator's dependencies, each under its base name as on SageMaker."""
+    archive the runtime unpacks) and the dependencies, each under its base name as on SageMaker."""
 
     source: Path | None
     dependencies: tuple[Path, ...] = ()
 
 
-def local_dependencies(estimator: object = None) -> tuple[Path, ...]:
-    """The estimator's dependencies as local paths (relative ones against its job file's folder or the cwd)."""
-    spec = getattr(estimator, "spec", None)
-    base = Path(getattr(spec, "base_dir", None) or ".")
-    return tuple(base / d for d in getattr(spec, "dependencies", None) or [])
-
-
-def prepare_local_run(plan: LaunchPlan, estimator: object = None) -> tuple[LaunchPlan, LocalCode]:
-    """What every local-type backend does before its job folder exists: find the code (checked against the same
-    link rule as the SageMaker archive) and give model_uri to the job as its channel."""
-    code = LocalCode(local_code_source(plan, estimator), local_dependencies(estimator))
-    follow = bool(getattr(getattr(estimator, "spec", None), "follow_symlinks", False))
+def prepare_local_run(job: Submission | LaunchPlan) -> tuple[LaunchPlan, LocalCode]:
+    """What every backend that stages hosts from a job folder does before the folder exists: check the code against
+    the same link rule as the SageMaker archive, and give model_uri to the job as its channel."""
+    submission = submission_of(job)
+    code = LocalCode(submission.code.source, submission.code.dependencies)
+    follow = submission.code.follow_symlinks
     check_source_links(code.source, follow_symlinks=follow)
     for dependency in code.dependencies:
         if not dependency.exists():
             raise FileNotFoundError(f"dependencies: {dependency} does not exist")
         check_source_links(dependency, follow_symlinks=follow, what="dependencies")
-    return with_checkpoint_folder(with_model_channel(plan, estimator), estimator), code
+    plan = with_model_channel(submission.plan, submission.model_channel)
+    return with_checkpoint_folder(plan, submission.code.base_dir), code
 
 
-def with_checkpoint_folder(plan: LaunchPlan, estimator: object = None) -> LaunchPlan:
-    """A relative checkpoint folder (file://ckpt or ckpt) made absolute against the estimator's base folder (a job
-    file's folder, else where it was built), like model_uri and inputs: restoring happens here, but saving may
-    happen elsewhere (Slurm's finisher runs in the job folder), and both must use the same folder."""
+def with_checkpoint_folder(plan: LaunchPlan, base_dir: str | None = None) -> LaunchPlan:
+    """A relative checkpoint folder (file://ckpt or ckpt) made absolute against the job's base folder (a job file's
+    folder, else where it was built), like model_uri and inputs: restoring happens here, but saving may happen
+    elsewhere (Slurm's finisher runs in the job folder), and both must use the same folder."""
     uri = plan.checkpoint_s3_uri
     if not uri or uri.startswith("s3://"):
         return plan
@@ -171,7 +161,7 @@ def with_checkpoint_folder(plan: LaunchPlan, estimator: object = None) -> Launch
         raw = unquote(("" if parsed.netloc == "localhost" else parsed.netloc) + parsed.path)
     else:
         raw = os.path.expanduser(uri)
-    base = getattr(getattr(estimator, "spec", None), "base_dir", None) or os.getcwd()
+    base = base_dir or os.getcwd()
     return plan.model_copy(update={"checkpoint_s3_uri": Path(base, raw).resolve().as_uri()})  # Path(base, /abs) = /abs
 
 

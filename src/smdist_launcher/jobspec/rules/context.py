@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..catalog import is_known, lookup
-from ..estimator_args import EstimatorArgs, InstanceGroup, base_framework
-from ..resolved import InstanceInfo
-from ..strategy import Launch, decide
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..estimator_args import EstimatorArgs, InstanceGroup
+    from ..resolved import InstanceInfo
+    from ..strategy import Launch
 
 
 # what the world size is derived from; SMP parameters, MPI option strings and the group name are read from
@@ -28,6 +31,10 @@ class RuleContext:
     warnings: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        # imported here: the estimators import this module (cluster_of) before any schema (pydantic) is needed
+        from ..estimator_args import base_framework
+        from ..strategy import decide
+
         self.base_framework = base_framework(self.args)
         self.instance_type, self.instance_count = cluster_of(self.args)
         self.instance: InstanceInfo | None = (

@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from .notices import warn_once
 
@@ -70,4 +71,5 @@ def check_keywords(kwargs: dict[str, Any], where: str) -> None:
             warn_once(f"tp-{key}", f"{where}({key}=...) selects a fused CUDA kernel in SMP; it has no effect here "
                       "(the same math runs unfused)")
         elif key not in HONOURED and key not in init_argument_names():
-            warn_once(f"tp-{key}", f"{where}({key}=...) matches no argument of the smp.nn modules; it has no effect here")
+            warn_once(f"tp-{key}",
+                      f"{where}({key}=...) matches no argument of the smp.nn modules; it has no effect here")

@@ -1,0 +1,201 @@
+"""The one interface every backend implements (TorchX's scheduler shape): dry run → submit → describe / stop / logs.
+
+    backend = registry.get("process")
+    dry = backend.dryrun(submission, options)      # pure: what would be started or sent, printable and pinnable
+    job = backend.submit(dry, wait=False)          # side effects start here; job.handle finds it again later
+    backend.describe(job.handle)                   # JobStatus: a JobState, the reason, per-host detail
+    backend.stop(job.handle); backend.logs(job.handle, host="algo-2", follow=True)
+
+A backend sees a `Submission` (the plan plus what staging and SageMaker need, built once by the estimator), never the
+estimator. Job states are one enum for every backend; `is_terminal` is the one definition of "ended"."""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..plan.model import Channel, LaunchPlan
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..jobspec.estimator_args import EstimatorArgs
+
+
+class JobState(str, Enum):
+    """SageMaker's TrainingJobStatus values, its MaxRuntimeExceeded secondary status, and ours: Interrupted (the
+    launcher died before the job ended; the next command that noticed finished it)."""
+
+    IN_PROGRESS = "InProgress"
+    STOPPING = "Stopping"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    STOPPED = "Stopped"
+    MAX_RUNTIME_EXCEEDED = "MaxRuntimeExceeded"
+    INTERRUPTED = "Interrupted"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+    @classmethod
+    def of(cls, value: str | JobState) -> JobState:
+        return value if isinstance(value, JobState) else cls(value)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+TERMINAL_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.STOPPED, JobState.MAX_RUNTIME_EXCEEDED,
+                             JobState.INTERRUPTED})
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+class Code(_Frozen):
+    """The code a job runs: the local folder (or lone entry point) to copy into each host or pack for SageMaker,
+    None for an s3:// source_dir (used as it is), and the dependencies, each under its base name."""
+
+    source: Path | None = None
+    entry_point: Path | None = None        # absolute, for the SageMaker archive of a lone entry point
+    dependencies: tuple[Path, ...] = ()
+    follow_symlinks: bool = False
+    base_dir: str = "."                    # what relative paths in the job (checkpoint folder, model_uri) are read from
+
+
+class Submission(_Frozen):
+    """Everything a backend needs, built once by the estimator from the plan: no backend reads the estimator."""
+
+    plan: LaunchPlan
+    code: Code = Field(default_factory=Code)
+    # SageMaker hands model_uri to the job as one more File channel; plans keep it out (pinned plans do not change).
+    model_channel: tuple[str, Channel] | None = None
+    # The validated arguments: what only the SageMaker request needs (role, tags, VPC, ...). None for a bare plan.
+    settings: Any = None
+
+    @property
+    def job_name(self) -> str:
+        return self.plan.job_name
+
+    def args(self) -> EstimatorArgs:
+        if self.settings is None:
+            raise ValueError(f"job {self.job_name}: this backend needs the job's arguments (build the submission "
+                             "with estimator.submission())")
+        return self.settings  # type: ignore[no-any-return]
+
+
+class DryRun(_Frozen):
+    """What a backend would start or send for a submission: pure, printable (`render`) and pinnable (`smdist plan
+    --dryrun --backend NAME --check FILE`). `submit` takes exactly this."""
+
+    backend: str
+    submission: Submission
+    options: Any = None                    # the backend's own options model, validated
+    what: str                              # one line: what the content is ("sbatch script", "CreateTrainingJob ...")
+    content: Any                           # str (a script) or a JSON-like dict
+    syntax: str = "yaml"                   # how to show a str content (bash, yaml, json)
+
+    def render(self, fmt: str | None = None) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        if (fmt or self.syntax) == "json":
+            return json.dumps(self.content, indent=2, ensure_ascii=False) + "\n"
+        import yaml  # lazy: keeps `import smdist_launcher` light
+
+        return str(yaml.safe_dump(self.content, sort_keys=False, allow_unicode=True, width=120))
+
+
+class JobHandle(_Frozen):
+    """How to find a job again from any process: `<backend>://<where>/<job name>` (TorchX's app handle)."""
+
+    backend: str
+    job_name: str
+    job_dir: str | None = None             # the job's folder in a jobs folder (every backend but a bare SageMaker job)
+    region: str | None = None              # SageMaker
+
+    def __str__(self) -> str:
+        where = self.job_dir.rsplit("/", 1)[0] if self.job_dir else (self.region or "")
+        return f"{self.backend}://{where}/{self.job_name}"
+
+
+class HostStatus(_Frozen):
+    name: str
+    exit_code: int | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)   # address, container, namespace, Slurm node, ...
+
+
+class JobStatus(_Frozen):
+    """describe(): the same shape from every backend."""
+
+    job_name: str
+    backend: str
+    state: JobState
+    phase: str | None = None               # staging, running, uploading, ... (SageMaker: its secondary status)
+    reason: str | None = None              # why it failed or stopped
+    model_data: str | None = None
+    created: float | None = None
+    ended: float | None = None
+    hosts: list[HostStatus] = Field(default_factory=list)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state.is_terminal
+
+    def summary(self) -> dict[str, Any]:
+        """The fields `smdist status --json` prints."""
+        return {"name": self.job_name, "backend": self.backend, "status": self.state.value, "phase": self.phase,
+                "failure_reason": self.reason, "model_data": self.model_data}
+
+
+Emit = Callable[[str], None]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A place jobs run. One module implements it; one line in backends/registry.py makes it choosable."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    # The backend's options (`fit(backend=NAME, **options)`, its CLI flags); a pydantic model, validated in dryrun.
+    Options: ClassVar[type[BaseModel]]
+    # Instance types it runs: "local" (local, local_cpu, local_gpu), "ml" (ml.*: real machines), or both.
+    runs: ClassVar[frozenset[str]]
+
+    def dryrun(self, submission: Submission, options: BaseModel | dict[str, Any] | None = None) -> DryRun: ...
+
+    def submit(self, dryrun: DryRun, *, wait: bool = True, logs: Any = True,
+               jobs_root: str | Path | None = None) -> Any:
+        """Start what the dry run describes. Returns the backend's job object (wait(), stop(), describe(),
+        model_data, job_name, handle); with wait=True blocks and raises JobFailedError unless it completed."""
+        ...
+
+    def describe(self, handle: JobHandle) -> JobStatus: ...
+
+    def stop(self, handle: JobHandle) -> str:
+        """Ask the job to stop; what was done, one line for the user."""
+        ...
+
+    def logs(self, handle: JobHandle, *, hosts: list[str] | None = None, follow: bool = False,
+             emit: Emit | None = None) -> None:
+        """Every host's output (or some hosts'); follow: until the job ends. Text goes to emit (default: stdout)."""
+        ...
+
+
+def validated_options(model: type[BaseModel], values: BaseModel | dict[str, Any] | None, prefix: str) -> BaseModel:
+    """A backend's options, checked: bad keys and values are one ValidationError naming every key path."""
+    if isinstance(values, model):
+        return values
+    from pydantic import ValidationError as PydanticError
+
+    from ..errors import ErrorItem, ValidationError
+
+    try:
+        return model.model_validate(values.model_dump() if isinstance(values, BaseModel) else values or {})
+    except PydanticError as exc:
+        items = [ErrorItem(".".join([prefix, *(str(p) for p in e["loc"])]), e["msg"].removeprefix("Value error, "),
+                           e.get("input")) for e in exc.errors()]
+        raise ValidationError(items) from None

@@ -1,0 +1,99 @@
+"""describe / logs of a job kept in a job folder (job.json and logs/<host>.log): the part of the backend interface
+that every backend running hosts from a job folder answers the same way (process, netns, docker, Slurm)."""
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ..api import Emit, HostStatus, JobHandle, JobState, JobStatus
+from .jobdir import JobDir
+from .records import JobRecord
+
+POLL_S = 0.2
+
+
+def handle_of(record: JobRecord, backend: str | None = None) -> JobHandle:
+    from ..registry import canonical
+
+    return JobHandle(backend=canonical(backend or record.backend) or "process", job_name=record.job_name,
+                     job_dir=record.job_dir or None, region=(record.backend_info or {}).get("region"))
+
+
+def load_record(handle: JobHandle) -> JobRecord:
+    if not handle.job_dir:
+        raise ValueError(f"job {handle.job_name}: its handle names no job folder")
+    return JobRecord.load(JobDir(Path(handle.job_dir)).record_file)
+
+
+def status_of(record: JobRecord, backend: str) -> JobStatus:
+    hosts = [HostStatus(name=name, exit_code=info.get("exit_code"),
+                        detail={k: v for k, v in info.items() if k != "exit_code"})
+             for name, info in (record.hosts or {}).items()]
+    return JobStatus(job_name=record.job_name, backend=backend, state=JobState.of(record.status), phase=record.phase,
+                     reason=record.failure_reason, model_data=record.model_data, created=record.created,
+                     ended=record.ended, hosts=hosts)
+
+
+def write_stdout(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def host_names(record: JobRecord) -> list[str]:
+    return [h["name"] for h in (record.plan or {}).get("hosts", [])]
+
+
+def check_hosts(record: JobRecord, wanted: list[str] | None) -> list[str]:
+    """The hosts to show: all, or the ones asked for (ValueError naming the job's hosts for an unknown one)."""
+    names = host_names(record)
+    if not wanted:
+        return names
+    unknown = [h for h in wanted if h not in names]
+    if unknown:
+        raise ValueError(f"--host: {', '.join(unknown)} not in job {record.job_name} (hosts: {', '.join(names)})")
+    return list(wanted)
+
+
+def follow_log_files(record: JobRecord, hosts: list[str] | None, follow: bool, emit: Emit | None,
+                     refresh: Callable[[], JobRecord]) -> None:
+    """The hosts' saved output; follow: new lines as the hosts write them, until the job has ended (`refresh`
+    gives the record as its backend sees it now, e.g. a Slurm job that Slurm ended itself)."""
+    out = emit or write_stdout
+    job_dir = JobDir(Path(record.job_dir))
+    files = {h: job_dir.log_file(h) for h in check_hosts(record, hosts)}
+    if not follow:
+        for path in files.values():
+            if path.is_file():
+                out(path.read_bytes().decode("utf-8", "replace"))
+        return
+    offsets = dict.fromkeys(files, 0)
+    partial = dict.fromkeys(files, b"")
+    while True:
+        now = refresh()  # read BEFORE the last pass, so nothing written before the end is missed
+        ended = JobState.of(now.status).is_terminal or now.launcher_gone()
+        got = False
+        for h, path in files.items():
+            try:
+                with open(path, "rb") as f:
+                    f.seek(offsets[h])
+                    data = f.read()
+            except FileNotFoundError:
+                continue
+            if data:
+                got = True
+                offsets[h] += len(data)
+                data = partial[h] + data
+                complete, _, partial[h] = data.rpartition(b"\n")
+                if complete:
+                    out((complete + b"\n").decode("utf-8", "replace"))
+        if ended and not got:
+            for rest in partial.values():
+                if rest:
+                    out((rest + b"\n").decode("utf-8", "replace"))
+            if now.launcher_gone() or now.status == JobState.INTERRUPTED:
+                sys.stderr.write(f"job {now.job_name}: its launcher (pid {now.launcher_pid}) is gone without a final "
+                                 "status (Interrupted): no more output will come\n")
+            return
+        time.sleep(POLL_S)
