@@ -17,6 +17,7 @@ the planner alone is also shown. Targets: ``import smdist_launcher`` ≤ 150 ms;
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -47,7 +48,7 @@ def _fresh_import_seconds(statement: str) -> float:
 
 
 def _use_cached_bytecode(cache_dir: str) -> None:
-    """Point every measured interpreter at one bytecode cache, and fill it (a wheel install compiles at install time)."""
+    """Point every measured interpreter at one bytecode cache and fill it (a wheel install compiles at install time)."""
     global _ENV
     _ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     _ENV["PYTHONPYCACHEPREFIX"] = cache_dir
@@ -82,20 +83,22 @@ def _first_construction_ms(args: dict[str, Any], repeat: int) -> tuple[float, fl
     pays for what the import leaves for later: pydantic, the schemas, the instance catalog."""
     runs = []
     for _ in range(repeat):
-        out = subprocess.run([sys.executable, "-c", _FIRST_CONSTRUCTION, json.dumps(args)], capture_output=True, text=True,
-                             check=True, env=_ENV)
+        out = subprocess.run([sys.executable, "-c", _FIRST_CONSTRUCTION, json.dumps(args)], capture_output=True,
+                             text=True, check=True, env=_ENV)
         runs.append([float(x) for x in out.stdout.split()])
     return tuple(statistics.median(r[i] for r in runs) * 1e3 for i in range(3))  # type: ignore[return-value]
 
 
 def _heavy_modules(statement: str) -> list[str]:
-    code = f"import sys; {statement}; print(' '.join(sorted(m for m in ('torch', 'boto3', 'botocore', 'sagemaker', 'pydantic', 'yaml', 'rich') if m in sys.modules)))"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=_ENV).stdout.split()
+    heavy = ("torch", "boto3", "botocore", "sagemaker", "pydantic", "yaml", "rich")
+    code = f"import sys; {statement}; print(' '.join(sorted(m for m in {heavy!r} if m in sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=_ENV)
+    return out.stdout.split()
 
 
 def _importtime_top(statement: str, top: int = 8) -> list[tuple[int, str]]:
-    err = subprocess.run([sys.executable, "-X", "importtime", "-c", statement], capture_output=True, text=True, check=True,
-                         env=_ENV).stderr
+    err = subprocess.run([sys.executable, "-X", "importtime", "-c", statement], capture_output=True, text=True,
+                         check=True, env=_ENV).stderr
     rows = []
     for line in err.splitlines()[1:]:
         parts = line.split("|")
@@ -126,20 +129,22 @@ def _estimator_args(source_dir: str, hosts: int) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--importtime", action="store_true", help="also list the slowest modules (python -X importtime)")
+    parser.add_argument("--importtime", action="store_true",
+                        help="also list the slowest modules (python -X importtime)")
     parser.add_argument("--no-official", action="store_true", help="skip the official SageMaker SDK's import time")
     parser.add_argument("--cached-bytecode", action="store_true",
-                        help="all interpreters use one warmed-up bytecode cache (PYTHONPYCACHEPREFIX), as an installed wheel")
+                        help="one warmed-up bytecode cache for all interpreters (PYTHONPYCACHEPREFIX), as installed")
     opts = parser.parse_args()
 
     clock = time.get_clock_info("perf_counter")
-    print(f"python {sys.version.split()[0]}; timer: perf_counter, resolution {clock.resolution * 1e9:.0f} ns ({clock.implementation});"
-          f" {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    print(f"python {sys.version.split()[0]}; timer: perf_counter, resolution {clock.resolution * 1e9:.0f} ns "
+          f"({clock.implementation}); {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as cache_dir:
         if opts.cached_bytecode:
             _use_cached_bytecode(cache_dir)
+        no_write = os.environ.get("PYTHONDONTWRITEBYTECODE", "")
         print("bytecode: " + ("one private cache for all, warmed up (PYTHONPYCACHEPREFIX)" if opts.cached_bytecode else
-                              f"as the environment has it (PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r})"))
+                              f"as the environment has it (PYTHONDONTWRITEBYTECODE={no_write!r})"))
         _print_imports(opts)
         _print_first_construction(opts.repeat)
     _print_validate_plan(opts.repeat)
@@ -167,7 +172,8 @@ def _print_imports(opts: argparse.Namespace) -> None:
           f"{os.getloadavg()[0]:.2f} after):")
     print(f"  {OURS:<40} median {statistics.median(ours) * 1e3:7.1f} ms   min {min(ours) * 1e3:7.1f} ms")
     print(f"  {OFFICIAL:<40} median {statistics.median(official) * 1e3:7.1f} ms   min {min(official) * 1e3:7.1f} ms")
-    print(f"  ratio ours / official: {ratio:.4f} (1/{1 / ratio:.1f}); target ≤ 1/20: {'met' if ratio <= 0.05 else 'NOT met'}")
+    verdict = "met" if ratio <= 0.05 else "NOT met"
+    print(f"  ratio ours / official: {ratio:.4f} (1/{1 / ratio:.1f}); target ≤ 1/20: {verdict}")
 
 
 def _print_first_construction(repeat: int) -> None:
@@ -187,16 +193,20 @@ def _print_validate_plan(repeat: int) -> None:
         Path(src, "train.py").write_text("print('hi')\n")
         for hosts in HOST_COUNTS:
             args = _estimator_args(src, hosts)
-            total = _median_ms(lambda: PyTorch(**args).plan(), repeat)
+            total = _median_ms(functools.partial(_validate_and_plan, PyTorch, args), repeat)
             job = PyTorch(**args)
             plan = job.plan()
             resolved = _resolved(job)
-            planner = _median_ms(lambda: build_plan(resolved), repeat) if resolved is not None else None
-            line = (f"  {hosts:>5} hosts ({plan.world_size:>5} ranks): validate+plan {total[0]:8.2f} ms (min {total[1]:7.2f},"
-                    f" first call {total[2]:7.2f})")
+            planner = _median_ms(functools.partial(build_plan, resolved), repeat) if resolved is not None else None
+            line = (f"  {hosts:>5} hosts ({plan.world_size:>5} ranks): validate+plan {total[0]:8.2f} ms "
+                    f"(min {total[1]:7.2f}, first call {total[2]:7.2f})")
             if planner:
                 line += f"   planner alone {planner[0]:7.2f} ms (min {planner[1]:6.2f})"
             print(line)
+
+
+def _validate_and_plan(estimator: Any, args: dict[str, Any]) -> Any:
+    return estimator(**args).plan()
 
 
 def _resolved(estimator: Any) -> Any:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from smdist_launcher.backends.local import records
+from smdist_launcher.backends.toolkit import records
 
 HANG_AFTER_READY = '''
 import os, time

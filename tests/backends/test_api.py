@@ -15,7 +15,8 @@ from smdist_launcher.cli.main import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCRIPT = """import os, sys
-open(os.path.join(os.environ["SM_MODEL_DIR"], "model.txt"), "w").write(os.environ["TOY_GREETING"] + " " + " ".join(sys.argv[1:]))
+open(os.path.join(os.environ["SM_MODEL_DIR"], "model.txt"), "w").write(
+    os.environ["TOY_GREETING"] + " " + " ".join(sys.argv[1:]))
 print("trained")
 """
 

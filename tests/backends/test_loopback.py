@@ -17,9 +17,11 @@ import json, socket
 out = {}
 s = socket.socket(); s.bind(("0.0.0.0", 0)); s.listen(); out["v4_any"] = s.getsockname()[0]
 s = socket.socket(); s.listen(); out["v4_listen_unbound"] = s.getsockname()[0]
-s = socket.socket(socket.AF_INET6); s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0); s.bind(("::", 0)); s.listen()
+s = socket.socket(socket.AF_INET6); s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+s.bind(("::", 0)); s.listen()
 out["v6_dual"] = s.getsockname()[0]
-s = socket.socket(socket.AF_INET6); s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1); s.bind(("::", 0)); s.listen()
+s = socket.socket(socket.AF_INET6); s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+s.bind(("::", 0)); s.listen()
 out["v6_only"] = s.getsockname()[0]
 s = socket.socket(); s.bind(("127.0.0.1", 0)); out["specific"] = s.getsockname()[0]
 print(json.dumps(out))

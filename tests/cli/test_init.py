@@ -8,7 +8,8 @@ import pytest
 from smdist_launcher.cli.main import main
 
 
-def test_init_writes_a_valid_starter_and_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_writes_a_valid_starter_and_refuses_to_overwrite(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "proj"
     assert main(["init", str(folder)]) == 0
     assert f"smdist validate {folder}/job.yaml" in capsys.readouterr().out

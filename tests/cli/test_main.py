@@ -26,9 +26,11 @@ def test_absent_command_modules_are_left_out(monkeypatch: pytest.MonkeyPatch) ->
 def test_console_script_runs_only_the_requested_command(job_file: Path) -> None:
     """`smdist validate` imports neither the other subcommands nor torch/boto3."""
     code = ("import sys; from smdist_launcher.cli.main import main; rc = main(['validate', sys.argv[1]]); "
-            "loaded = [m for m in ('smdist_launcher.cli.run', 'smdist_launcher.cli.plan', 'torch', 'boto3', 'rich') if m in sys.modules]; "
+            "loaded = [m for m in ('smdist_launcher.cli.run', 'smdist_launcher.cli.plan', 'torch', 'boto3', 'rich') "
+            "if m in sys.modules]; "
             "print(rc, loaded)")
-    out = subprocess.run([sys.executable, "-c", code, str(job_file)], capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run([sys.executable, "-c", code, str(job_file)], capture_output=True, text=True, timeout=120,
+                         check=True)
     assert out.stdout.splitlines()[-1] == "0 []"
     smdist = Path(sys.executable).with_name("smdist")
     proc = subprocess.run([str(smdist), "validate", str(job_file)], capture_output=True, text=True, timeout=120)

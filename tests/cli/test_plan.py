@@ -112,6 +112,7 @@ def test_request_refuses_what_sagemaker_cannot_run(job_file: Path, capsys: pytes
     (["--request", "--region", "moon"], "--region: must be an AWS region such as 'us-west-2', got 'moon'"),
     (["--request", "--host", "algo-1"], "--request: cannot be combined with --host, --check or --write"),
 ])
-def test_request_usage_errors(sagemaker_job: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str) -> None:
+def test_request_usage_errors(sagemaker_job: Path, capsys: pytest.CaptureFixture[str], extra: list[str],
+                              message: str) -> None:
     assert main(["plan", str(sagemaker_job), *extra]) == 2
     assert capsys.readouterr().err.startswith(f"{sagemaker_job}: {message}")

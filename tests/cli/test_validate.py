@@ -14,7 +14,8 @@ def test_valid_job_exits_0(job_file: Path, capsys: pytest.CaptureFixture[str]) -
 
 def test_one_line_per_problem_exits_2(job_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     job_file.write_text(job_file.read_text().replace("instance_count: 2", "instance_count: 0")
-                        .replace("torch_distributed:\n    enabled: true", "mpi:\n    enabled: true\n    processes_per_host: 0"))
+                        .replace("torch_distributed:\n    enabled: true",
+                                 "mpi:\n    enabled: true\n    processes_per_host: 0"))
     assert main(["validate", str(job_file)]) == 2
     lines = capsys.readouterr().err.splitlines()
     assert lines == [f"{job_file}: instance_count: must be ≥ 1, got 0",
@@ -37,7 +38,8 @@ def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 def test_warnings_are_printed_but_exit_0(job_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     job_file.write_text(job_file.read_text().replace("instance_type: local", "instance_type: ml.g5.2xlarge")
-                        .replace("torch_distributed:\n    enabled: true", "mpi:\n    enabled: true\n    processes_per_host: 4"))
+                        .replace("torch_distributed:\n    enabled: true",
+                                 "mpi:\n    enabled: true\n    processes_per_host: 4"))
     assert main(["validate", str(job_file)]) == 0
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith(f"{job_file}: warning: distribution.mpi.processes_per_host: ")
@@ -49,7 +51,8 @@ def test_missing_input_folder_fails_validate_not_run(job_file: Path, capsys: pyt
     err = capsys.readouterr().err.splitlines()
     folder = job_file.parent
     assert err[0] == f"{job_file}: inputs.training.uri: {folder}/data/train does not exist; create it or fix the path"
-    assert err[1].startswith(f"{job_file}: inputs.test.uri: {folder}/data/test does not exist (file://data/test is the path")
+    assert err[1].startswith(f"{job_file}: inputs.test.uri: {folder}/data/test does not exist "
+                             "(file://data/test is the path")
     assert main(["plan", str(job_file)]) == 0    # a plan is pure: pinned plans are checked where the data is absent
     (folder / "data" / "train").mkdir(parents=True)
     (folder / "data" / "test").mkdir()

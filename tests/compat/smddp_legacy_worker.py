@@ -7,12 +7,11 @@ from __future__ import annotations
 import copy
 import json
 
+import smdistributed.dataparallel.torch.distributed as dist
 import torch
 import torch.nn.functional as F
-from torch import nn
-
-import smdistributed.dataparallel.torch.distributed as dist
 from smdistributed.dataparallel.torch.parallel.distributed import DistributedDataParallel as DDP
+from torch import nn
 
 assert dist.is_available() and not dist.is_initialized()
 dist.init_process_group()
@@ -55,7 +54,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.5)
 ref_opt = torch.optim.SGD(ref.parameters(), lr=0.5)
 losses, ref_losses = [], []
 per = 8 // world
-for step in range(3):
+for _step in range(3):
     sl = slice(rank * per, (rank + 1) * per)
     opt.zero_grad()
     loss = F.cross_entropy(model(x[sl]), y[sl])

@@ -14,7 +14,8 @@ def _torchrun():
     """tests/smp's torchrun launcher (tests/ is not a package, so load it by path)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("smp_multiprocess", Path(__file__).parents[1] / "smp" / "multiprocess.py")
+    spec = importlib.util.spec_from_file_location("smp_multiprocess",
+                                                  Path(__file__).parents[1] / "smp" / "multiprocess.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.torchrun

@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
+from backends.moto_s3 import moto_endpoint, s3  # noqa: F401 - fixtures shared with tests/backends
 from smdist_launcher.backends.local import run_job
 from smdist_launcher.backends.toolkit.process_sweep import job_processes
 from smdist_launcher.errors import JobFailedError
-
-from backends.moto_s3 import moto_endpoint, s3  # noqa: F401 - fixtures shared with tests/backends
 
 pytestmark = pytest.mark.slow
 

@@ -79,7 +79,8 @@ def test_shell_metacharacters_in_hyperparameters_are_just_text(ws, strategy):
     # If any of these reached a shell, a canary folder would vanish.
     values = {"a": f"$(rm -rf {canaries[0]})", "b": f"`rm -rf {canaries[1]}`", "c": f"x; rm -rf {canaries[2]}",
               "d": "quote ' \" and\nnewline"}
-    script = 'with open(os.path.join(os.environ["SM_MODEL_DIR"], "argv.json"), "w") as f:\n    json.dump(sys.argv[1:], f)\n'
+    script = ('with open(os.path.join(os.environ["SM_MODEL_DIR"], "argv.json"), "w") as f:\n'
+              '    json.dump(sys.argv[1:], f)\n')
     # 2 hosts x 1: under mpirun the algo-2 rank goes through our rsh agent too
     plan = ws.plan(script, strategy=strategy, hosts=2, pph=1, hyperparameters=values)
     record, error = ws.run(plan)
@@ -97,7 +98,8 @@ def test_ctrl_c_stops_everything(ws):
     plan_file = ws.root / "plan.json"
     plan_file.write_text(plan.to_json(reveal_secrets=True))
     driver = (
-        "import sys\nfrom smdist_launcher.plan.model import LaunchPlan\nfrom smdist_launcher.backends.local import run_job\n"
+        "import sys\nfrom smdist_launcher.plan.model import LaunchPlan\n"
+        "from smdist_launcher.backends.local import run_job\n"
         "from smdist_launcher.errors import JobFailedError\n"
         f"plan = LaunchPlan.from_json(open({str(plan_file)!r}).read())\n"
         f"try:\n    run_job(plan, jobs_root={str(ws.jobs)!r}, logs=False)\n"
@@ -136,7 +138,8 @@ def test_a_killed_launcher_leaves_no_job_behind(ws):
     plan_file = ws.root / "plan.json"
     plan_file.write_text(plan.to_json(reveal_secrets=True))
     driver = ("from smdist_launcher.plan.model import LaunchPlan\nfrom smdist_launcher.backends.local import run_job\n"
-              f"run_job(LaunchPlan.from_json(open({str(plan_file)!r}).read()), jobs_root={str(ws.jobs)!r}, logs=False)\n")
+              f"run_job(LaunchPlan.from_json(open({str(plan_file)!r}).read()), "
+              f"jobs_root={str(ws.jobs)!r}, logs=False)\n")
     proc = subprocess.Popen([sys.executable, "-c", driver], cwd=ws.outside)
     logs = [ws.jobs / plan.job_name / "logs" / f"algo-{i}.log" for i in (1, 2)]
     _wait_for_lines(logs, ["up", "up"], alive=lambda: proc.poll() is None)
@@ -170,7 +173,7 @@ def test_a_killed_launcher_leaves_no_job_behind(ws):
 def _wait_for_lines(paths, needles, alive=lambda: True):
     """Until every log file holds its needle (the job's ranks are up)."""
     for _ in range(1200):
-        if all(p.is_file() and n in p.read_text() for p, n in zip(paths, needles)):
+        if all(p.is_file() and n in p.read_text() for p, n in zip(paths, needles, strict=True)):
             return
         assert alive(), "the job ended before its ranks were up"
         time.sleep(0.1)

@@ -47,7 +47,8 @@ def test_two_hosts_two_processes(ws, strategy):
         assert json.loads(seen["SM_HOSTS"]) == ["algo-1", "algo-2"]
         assert seen["SM_NUM_GPUS"] == "0"
         assert seen["SM_HP_EPOCHS"] == "3" and seen["argv"] == ["--epochs", "3"]
-        assert seen["SM_CHANNEL_TRAINING"] == str(ws.jobs / plan.job_name / "hosts" / host / "opt/ml/input/data/training")
+        assert seen["SM_CHANNEL_TRAINING"] == str(ws.jobs / plan.job_name / "hosts" / host
+                                                  / "opt/ml/input/data/training")
         assert seen["data"] == "hello"
         assert seen["MASTER_ADDR"] == addresses["algo-1"]
     log = (ws.jobs / plan.job_name / "logs" / "algo-2.log").read_text()

@@ -26,7 +26,8 @@ def test_two_host_job_logs_no_c10d_hostname_warning_without_dns(ws):
     plan_file = ws.root / "plan.json"
     plan_file.write_text(plan.to_json(reveal_secrets=True))
     driver = ("from smdist_launcher.plan.model import LaunchPlan\nfrom smdist_launcher.backends.local import run_job\n"
-              f"run_job(LaunchPlan.from_json(open({str(plan_file)!r}).read()), jobs_root={str(ws.jobs)!r}, logs=False)\n")
+              f"run_job(LaunchPlan.from_json(open({str(plan_file)!r}).read()), "
+              f"jobs_root={str(ws.jobs)!r}, logs=False)\n")
     done = subprocess.run([*prefix, sys.executable, "-c", driver], capture_output=True, text=True, timeout=300,
                           cwd=ws.outside)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -34,7 +34,8 @@ def test_s3_channels_outputs_and_checkpoints(ws, s3):
         seen = {m.name: json.load(tar.extractfile(m)) for m in tar.getmembers()}
     assert seen == {f"algo-{i}.json": {"data": ["a.bin", "b.bin"], "resumed": ["step-1.pt"], "token": "s3cr3t-value"}
                     for i in (1, 2)}
-    with tarfile.open(fileobj=io.BytesIO(s3.get_object(Bucket=bucket, Key=f"{prefix}/output.tar.gz")["Body"].read())) as tar:
+    with tarfile.open(fileobj=io.BytesIO(s3.get_object(Bucket=bucket,
+                                                       Key=f"{prefix}/output.tar.gz")["Body"].read())) as tar:
         assert sorted(tar.getnames()) == ["algo-1.txt", "algo-2.txt"]
     keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="ckpt/")["Contents"])
     assert keys == ["ckpt/algo-1-step-2.pt", "ckpt/algo-2-step-2.pt", "ckpt/step-1.pt"]

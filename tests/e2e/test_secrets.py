@@ -84,10 +84,12 @@ def test_secret_hyperparameters_and_env_reach_only_the_script(ws, monkeypatch):
     # what the records do show: the marker where the values were
     failure = json.loads((job_dir / "hosts" / "algo-2" / "opt" / "ml" / "output" / "failure.json").read_text())
     assert "***REDACTED***" in failure["command"]
-    hps = json.loads((job_dir / "hosts" / "algo-1" / "opt" / "ml" / "input" / "config" / "hyperparameters.json").read_text())
+    hps = json.loads(
+        (job_dir / "hosts" / "algo-1" / "opt" / "ml" / "input" / "config" / "hyperparameters.json").read_text())
     assert json.loads(hps["hub_token"]) == "***REDACTED***" and hps["epochs"] == "1"
     # Item 2: the host's environment record holds what the job set, not the caller's environment.
     env = json.loads((job_dir / "hosts" / "algo-1" / "opt" / "ml" / "run" / "environment.json").read_text())
     assert "AWS_SESSION_TOKEN" not in env and env["HF_TOKEN"] == "***REDACTED***" and "SM_HPS" in env
     assert "HOME" not in env and env["SM_CURRENT_HOST"] == "algo-1"
-    assert stat.S_IMODE(os.stat(job_dir / "hosts" / "algo-1" / "opt" / "ml" / "run" / "environment.json").st_mode) == 0o600
+    assert stat.S_IMODE(
+        os.stat(job_dir / "hosts" / "algo-1" / "opt" / "ml" / "run" / "environment.json").st_mode) == 0o600

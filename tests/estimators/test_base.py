@@ -1,22 +1,20 @@
 """The estimator: validation at construction, SageMaker-like attributes, plan() / fit(dry_run) / fit()."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-import importlib
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from smdist_launcher import PyTorch, TensorFlow, ValidationError
 from smdist_launcher.estimators import Framework, HuggingFace, MXNet, estimator_from_job_file
+from smdist_launcher.jobspec import resolve
 from smdist_launcher.plan.model import LaunchPlan
 from smdist_launcher.plan.planner import build_plan
-from smdist_launcher.jobspec import resolve
 
 
 @pytest.fixture()
@@ -51,7 +49,8 @@ def test_entry_point_positional(kwargs: dict[str, Any]) -> None:
 
 def test_invalid_arguments_raise_at_construction(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValidationError) as info:
-        PyTorch(**{**kwargs, "instance_cout": 2, "distribution": {"torch_distributed": {"enabled": True}, "mpi": {"enabled": True}}})
+        PyTorch(**{**kwargs, "instance_cout": 2, "distribution": {"torch_distributed": {"enabled": True},
+                                                                  "mpi": {"enabled": True}}})
     assert sorted(e.path for e in info.value.errors) == ["distribution.mpi.enabled", "instance_cout"]
 
 

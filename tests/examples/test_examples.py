@@ -1,6 +1,8 @@
-"""Every example job validates, its plan matches the pinned plans/job.json, and broken variants fail with exactly the expected key paths.
+"""Every example job validates, its plan matches the pinned plans/job.json, and broken variants fail with exactly the
+expected key paths.
 
-Regenerate the pinned plans after an intended change: ``smdist plan job.yaml --write plans/job.json`` in the example's folder.
+Regenerate the pinned plans after an intended change: ``smdist plan job.yaml --write plans/job.json`` in the
+example's folder.
 """
 from __future__ import annotations
 
@@ -51,7 +53,8 @@ VARIANTS: dict[str, list[tuple[str, Any, list[str]]]] = {
     ],
     "mpi": [
         ("distribution.mpi.processes_per_host", 0, ["distribution.mpi.processes_per_host"]),
-        ("distribution.mpi.custom_mpi_options", "-x 'unclosed", ["distribution.mpi.custom_mpi_options"]),  # caught by the planner
+        ("distribution.mpi.custom_mpi_options", "-x 'unclosed",
+         ["distribution.mpi.custom_mpi_options"]),  # caught by the planner
     ],
     "parameter_server": [
         ("distribution.mpi", {"enabled": True}, ["distribution.parameter_server"]),
@@ -60,7 +63,8 @@ VARIANTS: dict[str, list[tuple[str, Any, list[str]]]] = {
     "heterogeneous": [
         ("distribution.instance_groups", REMOVE, ["distribution.instance_groups"]),
         ("distribution.instance_groups", ["trian"], ["distribution.instance_groups[0]"]),
-        ("instance_groups", [{"instance_group_name": "data", "instance_type": "ml.c5.2xlarge", "instance_count": 1}] * 2,
+        ("instance_groups", [{"instance_group_name": "data", "instance_type": "ml.c5.2xlarge",
+                              "instance_count": 1}] * 2,
          ["instance_groups[1].instance_group_name", "distribution.instance_groups[0]"]),
     ],
     "trn1": [

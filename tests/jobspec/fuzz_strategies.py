@@ -8,14 +8,18 @@ from hypothesis import strategies as st
 
 SEED_DISTRIBUTIONS: list[dict[str, Any]] = [
     {"smdistributed": {"dataparallel": {"enabled": True}}},
-    {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"pipeline_parallel_degree": 1, "placement_strategy": "cluster",
+    {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"pipeline_parallel_degree": 1,
+                                                                         "placement_strategy": "cluster",
                                                                          "tensor_parallel_degree": 4, "ddp": True}}},
-     "mpi": {"enabled": True, "processes_per_host": 8, "custom_mpi_options": "--mca btl_vader_single_copy_mechanism none "}},
-    {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"microbatches": 4, "pipeline_parallel_degree": 2,
+     "mpi": {"enabled": True, "processes_per_host": 8,
+             "custom_mpi_options": "--mca btl_vader_single_copy_mechanism none "}},
+    {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"microbatches": 4,
+                                                                         "pipeline_parallel_degree": 2,
                                                                          "tensor_parallel_degree": 2, "ddp": True}}},
      "mpi": {"enabled": True, "processes_per_host": 8}},
     {"torch_distributed": {"enabled": True},
-     "smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4, "hybrid_shard_degree": 4}}}},
+     "smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4,
+                                                                         "hybrid_shard_degree": 4}}}},
     {"pytorchddp": {"enabled": True}},
     {"torch_distributed": {"enabled": True}},
     {"mpi": {"enabled": True, "processes_per_host": 2, "custom_mpi_options": "-x FOO=1"}},
@@ -23,16 +27,21 @@ SEED_DISTRIBUTIONS: list[dict[str, Any]] = [
     {"multi_worker_mirrored_strategy": {"enabled": True}},
     {},
 ]
-KEYS = ["enabled", "processes_per_host", "custom_mpi_options", "parameters", "tensor_parallel_degree", "hybrid_shard_degree",
-        "microbatches", "pipeline", "partitions", "ddp", "placement_strategy", "context_parallel_degree", "torch_distributed",
-        "mpi", "smdistributed", "dataparallel", "modelparallel", "pytorchddp", "instance_groups", "process_per_host", "x"]
+KEYS = ["enabled", "processes_per_host", "custom_mpi_options", "parameters", "tensor_parallel_degree",
+        "hybrid_shard_degree",
+        "microbatches", "pipeline", "partitions", "ddp", "placement_strategy", "context_parallel_degree",
+        "torch_distributed",
+        "mpi", "smdistributed", "dataparallel", "modelparallel", "pytorchddp", "instance_groups", "process_per_host",
+        "x"]
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(-3, 70), st.integers(), st.floats(allow_nan=True),
-    st.text(max_size=8), st.sampled_from(["simple", "cluster", "DPT", "local", "py3", "2.3", "s3://b/k", "\x00", "../x"]),
+    st.text(max_size=8), st.sampled_from(["simple", "cluster", "DPT", "local", "py3", "2.3", "s3://b/k", "\x00",
+                                          "../x"]),
 )
 values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                       st.dictionaries(st.one_of(st.sampled_from(KEYS), st.text(max_size=6),
+                                                       st.dictionaries(st.one_of(st.sampled_from(KEYS),
+                                                                                 st.text(max_size=6),
                                                                                  st.integers()), inner, max_size=4)),
                       max_leaves=8)
 

@@ -37,7 +37,8 @@ def test_parameters_file_missing_or_bad(args: dict[str, Any], tmp_path: Path) ->
     (tmp_path / "bad.json").write_text("{nope")
     assert "cannot parse" in messages("pytorch", _smp_args(dict(args), "bad.json"), base_dir=str(tmp_path))[path]
     (tmp_path / "list.json").write_text("[1]")
-    assert "must hold an object" in messages("pytorch", _smp_args(dict(args), "list.json"), base_dir=str(tmp_path))[path]
+    assert "must hold an object" in messages("pytorch", _smp_args(dict(args), "list.json"),
+                                             base_dir=str(tmp_path))[path]
 
 
 def test_normalized_keeps_only_given_keys() -> None:

@@ -38,7 +38,8 @@ def test_messages_are_ours() -> None:
                                                                  "(allowed: enabled, parameters)",
         "distribution.smdistributed.modelparallel.parameters.pipeline":
             "must be one of 'simple', 'interleaved' or '_only_forward', got 'fast'",
-        "distribution.smdistributed.modelparallel.parameters.enabled": "unknown key; it belongs one level up, in 'modelparallel'",
+        "distribution.smdistributed.modelparallel.parameters.enabled":
+            "unknown key; it belongs one level up, in 'modelparallel'",
     }
     assert not any("Input should" in m for m in errs.values())
 

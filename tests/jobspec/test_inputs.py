@@ -1,12 +1,11 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from smdist_launcher.errors import ValidationError
-from smdist_launcher.plan.model import Channel
 from smdist_launcher.jobspec import normalize_inputs
+from smdist_launcher.plan.model import Channel
 
 from .fuzz_strategies import values
 
@@ -27,7 +26,8 @@ def test_none_is_no_channels() -> None:
 
 def test_mapping_of_strings_and_dicts() -> None:
     channels = normalize_inputs({"train": "s3://bucket/train",
-                                 "test": {"uri": "s3://bucket/test", "input_mode": "FastFile", "distribution": "ShardedByS3Key"}})
+                                 "test": {"uri": "s3://bucket/test", "input_mode": "FastFile",
+                                          "distribution": "ShardedByS3Key"}})
     assert channels["test"] == Channel(uri="s3://bucket/test", input_mode="FastFile", distribution="ShardedByS3Key")
 
 
@@ -47,9 +47,11 @@ def test_local_data_needs_local_instance() -> None:
 
 
 def test_all_problems_at_once() -> None:
-    paths = _paths({"train": "http://x/y", "bad name": "s3://bucket/x", "test": {"uri": "s3://bucket/t", "input_mod": "File"},
+    paths = _paths({"train": "http://x/y", "bad name": "s3://bucket/x", "test": {"uri": "s3://bucket/t",
+                                                                                 "input_mod": "File"},
                     "val": {"uri": "s3://bucket/v", "input_mode": "Stream"}, "empty": ""})
-    assert paths == ["inputs.bad name", "inputs.empty.uri", "inputs.test.input_mod", "inputs.train.uri", "inputs.val.input_mode"]
+    assert paths == ["inputs.bad name", "inputs.empty.uri", "inputs.test.input_mod", "inputs.train.uri",
+                     "inputs.val.input_mode"]
 
 
 def test_not_a_mapping() -> None:
@@ -62,7 +64,8 @@ def test_bad_s3_bucket() -> None:
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
-@given(inputs=st.one_of(values, st.dictionaries(st.text(max_size=5), st.one_of(st.text(max_size=12), values), max_size=3)),
+@given(inputs=st.one_of(values, st.dictionaries(st.text(max_size=5), st.one_of(st.text(max_size=12), values),
+                                                max_size=3)),
        instance_type=st.sampled_from([None, "local", "ml.p4d.24xlarge"]))
 def test_random_inputs_raise_only_validation_errors(inputs: object, instance_type: str | None) -> None:
     try:

@@ -89,7 +89,8 @@ def test_yaml_problems(job_dir: Path) -> None:
 
 
 def test_overrides_are_merged_before_validation(job_dir: Path) -> None:
-    job = load_job_file(_write(job_dir, JOB), overrides={"instance_count": 3, "distribution": {"mpi": {"processes_per_host": 1}}})
+    job = load_job_file(_write(job_dir, JOB), overrides={"instance_count": 3,
+                                                         "distribution": {"mpi": {"processes_per_host": 1}}})
     assert job.args.instance_count == 3
     assert job.args.distribution is not None and job.args.distribution.normalized() == {
         "torch_distributed": {"enabled": True}, "mpi": {"processes_per_host": 1}}

@@ -36,8 +36,8 @@ def test_entry_point_without_source_dir_is_basename(args: dict[str, Any], code_d
 def test_smp_v1_parameters_fold_alias(args: dict[str, Any]) -> None:
     args.update(instance_type="ml.p3.16xlarge", instance_count=1,
                 distribution={"mpi": {"enabled": True, "processes_per_host": 8, "custom_mpi_options": "-x A=1"},
-                              "smdistributed": {"modelparallel": {"enabled": True, "parameters": {"partitions": 2,
-                                                                                                   "microbatches": 4}}}})
+                              "smdistributed": {"modelparallel": {"enabled": True,
+                                                                  "parameters": {"partitions": 2, "microbatches": 4}}}})
     job = _resolved(**args)
     assert job.strategy == "smp_v1" and job.mp_parameters == {"pipeline_parallel_degree": 2, "microbatches": 4}
     assert (job.processes_per_host, job.custom_mpi_options) == (8, "-x A=1")
@@ -93,7 +93,8 @@ def test_instance_groups_resolve_to_the_distribution_group(args: dict[str, Any])
     job = _resolved(**args, instance_groups=groups,
                     distribution={"mpi": {"enabled": True}, "instance_groups": ["train"]})
     assert (job.instance_type, job.instance_count, job.processes_per_host) == ("ml.p4d.24xlarge", 2, 8)
-    assert [(g.name, g.instance_count, g.distribution) for g in job.instance_groups] == [("data", 3, False), ("train", 2, True)]
+    assert [(g.name, g.instance_count, g.distribution) for g in job.instance_groups] == [("data", 3, False), ("train",
+                                                                                                              2, True)]
     plain = _resolved(**args, instance_groups=groups)   # no distribution: no group runs ranks of a world
     assert plain.strategy == "single" and not any(g.distribution for g in plain.instance_groups)
     assert _resolved(**args, instance_groups=groups[1:]).instance_groups[0].name == "train"

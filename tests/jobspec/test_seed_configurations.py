@@ -18,24 +18,30 @@ IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/smp:1"
 SEEDS: dict[str, tuple[str, dict[str, Any], str]] = {
     "smddp_p4d": ("pytorch", {**P4D, "distribution": {"smdistributed": {"dataparallel": {"enabled": True}}}}, "smddp"),
     "pytorchddp": ("pytorch", {**P4D, "distribution": {"pytorchddp": {"enabled": True}}}, "pytorchddp"),
-    "torch_distributed": ("pytorch", {**P4D, "distribution": {"torch_distributed": {"enabled": True}}}, "torch_distributed"),
+    "torch_distributed": ("pytorch", {**P4D, "distribution": {"torch_distributed": {"enabled": True}}},
+                          "torch_distributed"),
     "smp_framework": ("framework", {**P4D, "image_uri": IMAGE, "distribution": {
         "smdistributed": {"modelparallel": {"enabled": True, "parameters": {}}}, "mpi": {"enabled": True}}}, "smp_v1"),
     "smp_v1_tp4": ("pytorch", {**SMP_V1, "distribution": {"mpi": MPI_8, "smdistributed": {"modelparallel": {
         "enabled": True, "parameters": {"pipeline_parallel_degree": 1, "placement_strategy": "cluster",
                                         "tensor_parallel_degree": 4, "ddp": True}}}}}, "smp_v1"),
     "smp_v1_tp2_pp2": ("pytorch", {**SMP_V1, "distribution": {"mpi": MPI_8, "smdistributed": {"modelparallel": {
-        "enabled": True, "parameters": {"microbatches": 4, "pipeline_parallel_degree": 2, "placement_strategy": "cluster",
+        "enabled": True, "parameters": {"microbatches": 4, "pipeline_parallel_degree": 2,
+                                        "placement_strategy": "cluster",
                                         "tensor_parallel_degree": 2, "ddp": True}}}}}, "smp_v1"),
-    "smp_v2": ("pytorch", {**P4D, "distribution": {"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": {
+    "smp_v2": ("pytorch", {**P4D, "distribution": {"torch_distributed": {"enabled": True},
+                                                   "smdistributed": {"modelparallel": {
         "enabled": True, "parameters": {"tensor_parallel_degree": 8, "hybrid_shard_degree": 1}}}}}, "smp_v2"),
-    "smp_v2_smddp": ("pytorch", {**P4D, "distribution": {"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": {
+    "smp_v2_smddp": ("pytorch", {**P4D, "distribution": {"torch_distributed": {"enabled": True},
+                                                         "smdistributed": {"modelparallel": {
         "enabled": True, "parameters": {"hybrid_shard_degree": 16, "sm_activation_offloading": True,
                                         "activation_loading_horizon": 2}}}}}, "smp_v2"),
     "mpi_pytorch": ("pytorch", {**P4D, "distribution": {"mpi": {"enabled": True}}}, "mpi"),
-    "mpi_tensorflow": ("tensorflow", {**P4D, "framework_version": "2.13", "distribution": {"mpi": {"enabled": True}}}, "mpi"),
+    "mpi_tensorflow": ("tensorflow", {**P4D, "framework_version": "2.13", "distribution": {"mpi": {"enabled": True}}},
+                       "mpi"),
     "parameter_server_tf": ("tensorflow", {**P4D, "framework_version": "2.13",
-                                           "distribution": {"parameter_server": {"enabled": True}}}, "parameter_server"),
+                                           "distribution": {"parameter_server": {"enabled": True}}},
+                            "parameter_server"),
     "parameter_server_mxnet": ("mxnet", {**P4D, "framework_version": "1.9",
                                          "distribution": {"parameter_server": {"enabled": True}}}, "parameter_server"),
     "trn1": ("pytorch", {"instance_type": "ml.trn1.32xlarge", "instance_count": 2, "framework_version": "1.13.1",

@@ -44,7 +44,8 @@ def test_processes_per_host_defaults() -> None:
 
 def test_mpi_processes_per_host_is_the_knob_for_every_launcher() -> None:
     assert _decide({"torch_distributed": {"enabled": True}, "mpi": {"processes_per_host": 2}})[1:] == (2, [])
-    assert _decide({"smdistributed": {"dataparallel": {"enabled": True}}, "mpi": {"processes_per_host": 4}})[1:] == (4, [])
+    assert _decide({"smdistributed": {"dataparallel": {"enabled": True}}, "mpi": {"processes_per_host": 4}})[1:] == (4,
+                                                                                                                     [])
 
 
 def test_processes_per_host_needs_multi_process_launcher() -> None:
@@ -54,21 +55,26 @@ def test_processes_per_host_needs_multi_process_launcher() -> None:
 
 
 def test_custom_mpi_options_source_follows_strategy() -> None:
-    launch = decide(Distribution.model_validate({"smdistributed": {"dataparallel": {"enabled": True, "custom_mpi_options": "-x A=1"}}}), P4D)
+    launch = decide(Distribution.model_validate({"smdistributed": {"dataparallel": {"enabled": True,
+                                                                                    "custom_mpi_options": "-x A=1"}}}),
+                    P4D)
     assert launch.custom_mpi_options == "-x A=1"
     launch = decide(Distribution.model_validate({"mpi": {"enabled": True, "custom_mpi_options": "-x B=2"}}), P4D)
     assert launch.custom_mpi_options == "-x B=2"
-    assert _decide({"smdistributed": {"dataparallel": {"enabled": True}}, "mpi": {"custom_mpi_options": "-x C"}})[2] == [
+    assert _decide({"smdistributed": {"dataparallel": {"enabled": True}},
+                    "mpi": {"custom_mpi_options": "-x C"}})[2] == [
         "distribution.mpi.custom_mpi_options"]
     assert _decide({"torch_distributed": {"enabled": True}, "mpi": {"custom_mpi_options": "-x C"}})[2] == [
         "distribution.mpi.custom_mpi_options"]
-    assert _decide({"mpi": {"enabled": True, "custom_mpi_options": "-x 'unbalanced"}})[2] == ["distribution.mpi.custom_mpi_options"]
+    assert _decide({"mpi": {"enabled": True,
+                            "custom_mpi_options": "-x 'unbalanced"}})[2] == ["distribution.mpi.custom_mpi_options"]
 
 
 @pytest.mark.parametrize(("dist", "paths"), [
     ({"torch_distributed": {"enabled": True}, "mpi": {"enabled": True}}, ["distribution.mpi.enabled"]),
     ({"pytorchddp": {"enabled": True}, "torch_distributed": {"enabled": True}}, ["distribution.torch_distributed"]),
-    ({"pytorchddp": {"enabled": True}, "smdistributed": {"dataparallel": {"enabled": True}}}, ["distribution.pytorchddp"]),
+    ({"pytorchddp": {"enabled": True}, "smdistributed": {"dataparallel": {"enabled": True}}},
+     ["distribution.pytorchddp"]),
     ({"pytorchddp": {"enabled": True}, "mpi": {"enabled": True}}, ["distribution.mpi.enabled"]),
     ({"smdistributed": {"dataparallel": {"enabled": True}}, "mpi": {"enabled": True}}, ["distribution.mpi.enabled"]),
     ({"smdistributed": {"dataparallel": {"enabled": True}}, "torch_distributed": {"enabled": True}},
@@ -84,9 +90,11 @@ def test_custom_mpi_options_source_follows_strategy() -> None:
     ({"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"microbatches": 2}}}}, ["distribution.mpi"]),
     ({"smdistributed": {"modelparallel": SMP}, "mpi": {"enabled": True}, "torch_distributed": {"enabled": True}},
      ["distribution.mpi.enabled"]),
-    ({"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"microbatches": 2}}}, "torch_distributed": {"enabled": True}},
+    ({"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"microbatches": 2}}},
+      "torch_distributed": {"enabled": True}},
      ["distribution.smdistributed.modelparallel.parameters.microbatches"]),
-    ({"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"random_seed": 2}}}, "mpi": {"enabled": True}},
+    ({"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"random_seed": 2}}},
+      "mpi": {"enabled": True}},
      ["distribution.smdistributed.modelparallel.parameters.random_seed"]),
     ({"pytorchxla": {"enabled": True}}, ["distribution.pytorchxla.enabled"]),
     ({"torch_distributed": {}}, ["distribution.torch_distributed.enabled"]),

@@ -161,4 +161,5 @@ def test_processes_per_host_under_torch_distributed_points_to_mpi(args: dict[str
     args["distribution"] = {"torch_distributed": {"enabled": True, "processes_per_host": 2}}
     found = messages("pytorch", args)
     assert list(found) == ["distribution.torch_distributed.processes_per_host"]
-    assert "did you mean distribution.mpi.processes_per_host?" in found["distribution.torch_distributed.processes_per_host"]
+    assert ("did you mean distribution.mpi.processes_per_host?"
+            in found["distribution.torch_distributed.processes_per_host"])

@@ -9,19 +9,19 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from smdist_launcher.errors import ValidationError
-from smdist_launcher.plan.planner import build_plan
 from smdist_launcher.jobspec import resolve, validate_args
 from smdist_launcher.jobspec.catalog import known_instance_types
 from smdist_launcher.jobspec.strategy import MULTI_PROCESS
+from smdist_launcher.plan.planner import build_plan
 
 from .fuzz_strategies import SEED_DISTRIBUTIONS, mutated, values
 
 ARG_VALUES = {
-    "instance_type": st.sampled_from([*known_instance_types()[:40], "ml.p4d.24xlarg", "local-gpu", "", "ml.trn1.32xlarge"]),
+    "instance_type": st.sampled_from([*known_instance_types()[:40], "ml.p4d.24xlarg", "local-gpu", "",
+                                      "ml.trn1.32xlarge"]),
     "instance_count": st.one_of(st.integers(-1, 1100), st.text(max_size=3), st.none()),
     "framework_version": st.sampled_from(["2.3", "1.12", "1.9", "2", "x", "2.3.1.1.1", None]),
     "py_version": st.sampled_from(["py311", "py3", "py2", "python3", None]),
@@ -34,11 +34,13 @@ ARG_VALUES = {
     "max_wait": st.one_of(st.none(), st.integers(-1, 200000)),
     "output_path": st.sampled_from([None, "s3://bucket/out", "file:///tmp/out", "http://x", "s3://B"]),
     "instance_groups": st.one_of(st.none(), values,
-                                 st.just([{"instance_group_name": "g", "instance_type": "ml.p4d.24xlarge", "instance_count": 2}])),
+                                 st.just([{"instance_group_name": "g", "instance_type": "ml.p4d.24xlarge",
+                                           "instance_count": 2}])),
     "subnets": st.one_of(st.none(), st.lists(st.text(max_size=4), max_size=2)),
     "inputs_like_typo": values,
 }
-FRAMEWORKS = st.sampled_from(["pytorch", "pytorch", "pytorch", "tensorflow", "huggingface", "mxnet", "framework", "pytroch"])
+FRAMEWORKS = st.sampled_from(["pytorch", "pytorch", "pytorch", "tensorflow", "huggingface", "mxnet", "framework",
+                              "pytroch"])
 
 
 @st.composite
@@ -69,7 +71,8 @@ def _check(framework: str, args: Any, base_dir: Path) -> None:
     resolved = resolve(spec, framework)
     assert resolved.processes_per_host >= 1 and resolved.instance_count >= 1
     plan = build_plan(resolved, {})
-    assert plan.world_size == resolved.instance_count * resolved.processes_per_host or resolved.strategy not in MULTI_PROCESS
+    assert (plan.world_size == resolved.instance_count * resolved.processes_per_host
+            or resolved.strategy not in MULTI_PROCESS)
 
 
 @settings(max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)

@@ -342,8 +342,9 @@ def test_another_local_user_is_refused_and_nothing_runs(run_as_serve: Served, mo
 
 def test_run_as_nobody_runs_the_script_as_nobody_and_its_outputs_land(run_as_serve: Served, moto_endpoint: str,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    import boto3
     import pwd
+
+    import boto3
 
     use_client_environment(monkeypatch, run_as_serve, moto_endpoint)
     nobody = pwd.getpwnam("nobody")

@@ -40,7 +40,7 @@ def test_fit_wait_shows_transitions_and_host_logs_then_attach(est_kwargs: dict) 
     statuses = [line for line in lines if line.startswith(f"[smdist] {name}: ")]
     assert statuses[0].startswith(f"[smdist] {name}: InProgress / Starting")
     assert any("/ Training" in s for s in statuses) and statuses[-1].startswith(f"[smdist] {name}: Completed")
-    assert f"[algo-1] hello from algo-1" in lines and f"[algo-2] hello from algo-2" in lines
+    assert "[algo-1] hello from algo-1" in lines and "[algo-2] hello from algo-2" in lines
     attached = PyTorch.attach(name, region="us-east-1")
     assert attached.model_data == job.model_data and attached.instance_count == 2
 

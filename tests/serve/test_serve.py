@@ -86,13 +86,15 @@ def code(clients: dict[str, Any]) -> str:
 def _request(bucket: str, name: str, **env: str) -> dict[str, Any]:
     return {
         "TrainingJobName": name,
-        "AlgorithmSpecification": {"TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3-cpu-py311",
+        "AlgorithmSpecification": {"TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/"
+                                                    "pytorch-training:2.3-cpu-py311",
                                    "TrainingInputMode": "File"},
         "RoleArn": "arn:aws:iam::123456789012:role/R",
         "HyperParameters": {"sagemaker_program": '"train.py"',
                             "sagemaker_submit_directory": json.dumps(f"s3://{bucket}/code/sourcedir.tar.gz")},
         "InputDataConfig": [{"ChannelName": "train", "DataSource": {"S3DataSource": {
-            "S3DataType": "S3Prefix", "S3Uri": f"s3://{bucket}/data/train", "S3DataDistributionType": "FullyReplicated"}}}],
+            "S3DataType": "S3Prefix", "S3Uri": f"s3://{bucket}/data/train",
+            "S3DataDistributionType": "FullyReplicated"}}}],
         "OutputDataConfig": {"S3OutputPath": f"s3://{bucket}/output"},
         "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 2, "VolumeSizeInGB": 30},
         "StoppingCondition": {"MaxRuntimeInSeconds": 3600},

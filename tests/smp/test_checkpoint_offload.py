@@ -8,9 +8,12 @@ import warnings
 
 import pytest
 import torch
-from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (CheckpointImpl,
-                                                                         apply_activation_checkpointing,
-                                                                         checkpoint_wrapper, offload_wrapper)
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    CheckpointImpl,
+    apply_activation_checkpointing,
+    checkpoint_wrapper,
+    offload_wrapper,
+)
 
 from smdist_launcher.smp import offload_wrapper_patch
 from smdist_launcher.smp.checkpoint_offload import CheckpointOffloader
@@ -70,7 +73,7 @@ def test_loads_run_horizon_layers_ahead() -> None:
     tokens = torch.randint(0, 64, (2, 9))
     out = off.run(model, tokens[:, :-1])
     p = off.last_pass
-    load, unpack = p._load, p.unpack
+    load = p._load
 
     def record_load(group):
         if group.state == "offloaded":

@@ -12,8 +12,6 @@ from torch import nn
 
 from smdist_launcher.smp.distributed.checkpoint import state_dict_loader, state_dict_saver
 from smdist_launcher.smp.distributed.checkpoint.s3_filesystem import S3FileSystemReader, S3FileSystemWriter
-
-from backends.moto_s3 import moto_endpoint, s3  # noqa: F401 - real moto server + client on it
 from smp.multiprocess import torchrun
 
 
@@ -81,7 +79,8 @@ def test_errors_name_the_uri(s3) -> None:
         S3FileSystemWriter("/tmp/x")
     with pytest.raises(ValueError, match="bucket name 'Bad_Bucket'"):
         S3FileSystemReader("s3://Bad_Bucket/key")
-    with pytest.raises(dcp.CheckpointException, match="s3://no-such-bucket-here/k: bucket 'no-such-bucket-here' does not exist"):
+    with pytest.raises(dcp.CheckpointException,
+                       match="s3://no-such-bucket-here/k: bucket 'no-such-bucket-here' does not exist"):
         dcp.save({"x": torch.ones(2)}, storage_writer=S3FileSystemWriter("s3://no-such-bucket-here/k"))
     # The reader checks at once: torch 2.11's load would swallow read_metadata's error into "metadata is None".
     with pytest.raises(FileNotFoundError, match=f"no DCP checkpoint at s3://{s3.bucket}/never/saved: "

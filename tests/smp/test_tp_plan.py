@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
-                                               SequenceParallel)
+from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel
 
 from smdist_launcher.smp.reference_models import GPT, GPTConfig
 from smdist_launcher.smp.tp_plan import divide_head_counts, find_blocks, infer_plan, linear_stack_plan

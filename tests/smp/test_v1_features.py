@@ -63,7 +63,7 @@ def test_activation_checkpointing_keeps_values_and_gradients(strategy: str) -> N
     x = torch.randn(3, 4)
     model(x).sum().backward()
     twin(x).sum().backward()
-    for p, q in zip(model.parameters(), twin.parameters()):
+    for p, q in zip(model.parameters(), twin.parameters(), strict=True):
         assert torch.allclose(p.grad, q.grad, atol=1e-6)
     with pytest.raises(ValueError, match="strategy='group_x'"):
         set_activation_checkpointing(nn.Sequential(nn.Linear(1, 1)), strategy="group_x")
@@ -82,7 +82,7 @@ def test_grad_scaler_scales_skips_on_inf_and_backs_off() -> None:
     before = [p.detach().clone() for p in model.parameters()]
     scaler.step(opt)
     scaler.update()
-    for b, g, p in zip(before, grads, model.parameters()):
+    for b, g, p in zip(before, grads, model.parameters(), strict=True):
         assert torch.allclose(p, b - 0.1 * g)
     assert scaler.get_scale() == 16.0
     opt.zero_grad()

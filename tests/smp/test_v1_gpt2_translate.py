@@ -2,8 +2,8 @@
 names AWS's GPT-2 SMP v1 example calls) translate into the layout the DistributedModel has, in one process."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import SimpleNamespace
-from typing import Iterator
 
 import pytest
 import torch

@@ -8,8 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from smdist_launcher.smp.v1 import nn as smp_nn
-from smdist_launcher.smp.v1 import notices
+from smdist_launcher.smp.v1 import nn as smp_nn, notices
 from smdist_launcher.smp.v1.nn.huggingface import bert, gpt2, gptj
 from smdist_launcher.smp.v1.state import state
 from smdist_launcher.smp.v1.tensor_parallel import tensor_parallelism
@@ -65,7 +64,8 @@ def test_lm_head_is_causal_and_tied() -> None:
 def test_gpt2_translation_round_trips() -> None:
     sd = lm().state_dict()
     hf = gpt2.translate_state_dict_to_hf_gpt2(sd, max_seq_len=6)
-    assert hf["transformer.h.1.attn.c_attn.weight"].shape == (8, 24) and hf["lm_head.weight"] is hf["transformer.wte.weight"]
+    assert hf["transformer.h.1.attn.c_attn.weight"].shape == (8, 24)
+    assert hf["lm_head.weight"] is hf["transformer.wte.weight"]
     assert hf["transformer.h.0.attn.bias"].shape == (1, 1, 6, 6)
     back = gpt2.translate_hf_state_dict_to_smdistributed_gpt2({"module." + k: v for k, v in hf.items()})
     assert set(back) == set(sd) and all(torch.equal(back[k], sd[k]) for k in sd)

@@ -48,7 +48,7 @@ class Sliceable:
     def __init__(self, data: torch.Tensor) -> None:
         self.data = data
 
-    def smp_slice(self, num_mb: int, mb: int, axis: int) -> "Sliceable":
+    def smp_slice(self, num_mb: int, mb: int, axis: int) -> Sliceable:
         size = self.data.shape[axis] // num_mb
         return Sliceable(self.data.narrow(axis, mb * size, size))
 

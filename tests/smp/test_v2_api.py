@@ -12,12 +12,15 @@ from smdist_launcher.compat.aliases import install
 from smdist_launcher.smp.mesh import MeshLayout
 from smdist_launcher.smp.state import Ranker
 
-PATHS = ["torch.sagemaker", "torch.sagemaker.checkpoint.utils", "torch.sagemaker.distributed.checkpoint.state_dict_saver",
-         "torch.sagemaker.distributed.checkpoint.state_dict_loader", "torch.sagemaker.distributed.checkpoint.filesystem",
+PATHS = ["torch.sagemaker", "torch.sagemaker.checkpoint.utils",
+         "torch.sagemaker.distributed.checkpoint.state_dict_saver",
+         "torch.sagemaker.distributed.checkpoint.state_dict_loader",
+         "torch.sagemaker.distributed.checkpoint.filesystem",
          "torch.sagemaker.distributed.fsdp.checkpoint", "torch.sagemaker.delayed_param", "torch.sagemaker.grad_norm",
          "torch.sagemaker.logger", "torch.sagemaker.utils.utils", "torch.sagemaker.utils.process_group_utils",
          "torch.sagemaker.nn.attn", "torch.sagemaker.tensor_parallel.transformer", "torch.sagemaker.moe.moe_config",
-         "torch.sagemaker.distributed.checkpoint.state_dict_utils", "torch.sagemaker.distributed.checkpoint.s3_filesystem",
+         "torch.sagemaker.distributed.checkpoint.state_dict_utils",
+         "torch.sagemaker.distributed.checkpoint.s3_filesystem",
          "torch.sagemaker.nn.huggingface.llama_flashattn"]
 
 
@@ -85,7 +88,7 @@ def test_clip_grad_norm_without_sharding_is_torchs() -> None:
     a(x).sum().backward()
     b(x).sum().backward()
     torch.testing.assert_close(clip_grad_norm_(a, 0.1), torch.nn.utils.clip_grad_norm_(b.parameters(), 0.1))
-    for p, q in zip(a.parameters(), b.parameters()):
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad)
 
 

@@ -145,7 +145,7 @@ def test_llama3_rope_scaling(monkeypatch) -> None:
     plain = torch.tensor([500000.0 ** (-2 * i / d) for i in range(d // 2)], dtype=torch.float64)
     wavelen = 2 * math.pi / plain
     expected = []
-    for f, w in zip(plain.tolist(), wavelen.tolist()):
+    for f, w in zip(plain.tolist(), wavelen.tolist(), strict=True):
         if w < 32 / 4.0:
             expected.append(f)
         elif w > 32 / 1.0:
@@ -175,7 +175,8 @@ def test_return_arity_follows_the_installed_transformers(monkeypatch, attn: Llam
     monkeypatch.setattr(importlib.metadata, "version", fake_version)
     x = torch.randn(1, 3, 32)
     try:
-        for current, arity in (("4.46.3", 3), ("4.48.0", 2), ("4.57.1", 2)):
+        for version, arity in (("4.46.3", 3), ("4.48.0", 2), ("4.57.1", 2)):
+            current = version  # what fake_version answers
             llama_flashattn._returns_two.cache_clear()
             assert len(attn(x)) == arity
     finally:

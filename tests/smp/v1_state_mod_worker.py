@@ -6,16 +6,17 @@ from __future__ import annotations
 import json
 import warnings
 
+import smdistributed.modelparallel.torch as smp
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch import nn
-
-import smdistributed.modelparallel.torch as smp
-from smdistributed.modelparallel.torch.nn.huggingface.gpt2 import (translate_hf_state_dict_to_smdistributed,
-                                                                    translate_state_dict_to_hf_gpt2)
+from smdistributed.modelparallel.torch.nn.huggingface.gpt2 import (
+    translate_hf_state_dict_to_smdistributed,
+    translate_state_dict_to_hf_gpt2,
+)
 from smdistributed.modelparallel.torch.state_mod import state as smp_state
 from smdistributed.modelparallel.torch.utils import get_distribution_axis
+from torch import nn
 
 WIDTH, VOCAB, SEQ = 8, 16, 6
 

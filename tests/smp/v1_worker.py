@@ -12,11 +12,10 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from exit_threads import report_at_exit  # the worker's own folder (tests/smp) is sys.path[0]
 from torch import nn
 
 import smdist_launcher.smp.v1 as smp
-
-from exit_threads import report_at_exit  # the worker's own folder (tests/smp) is sys.path[0]
 
 GLOBAL_BATCH, STEPS, LR = 16, 3, 0.2
 
@@ -102,7 +101,8 @@ def main() -> None:
     scenarios = {
         "tp2_ddp_no_step": ({"tensor_parallel_degree": 2, "ddp": True}, ("l2", "l3"), False),
         "tp4_mb2": ({"tensor_parallel_degree": 4, "ddp": True, "microbatches": 2}, ("l1", "l2", "l3", "l4"), True),
-        "pp2_simple_mb2": ({"pipeline_parallel_degree": 2, "ddp": True, "microbatches": 2, "pipeline": "simple"}, (), True),
+        "pp2_simple_mb2": ({"pipeline_parallel_degree": 2, "ddp": True, "microbatches": 2, "pipeline": "simple"},
+                           (), True),
         "pp2_interleaved_mb4": ({"pipeline_parallel_degree": 2, "ddp": True, "microbatches": 4}, (), True),
         "pp2_tp2_mb4_spread": ({"pipeline_parallel_degree": 2, "tensor_parallel_degree": 2, "ddp": True,
                                 "microbatches": 4, "placement_strategy": "spread"}, ("l2",), True),

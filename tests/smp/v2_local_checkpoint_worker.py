@@ -13,19 +13,20 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.sagemaker as tsm
-from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-from torch.distributed.fsdp import ShardingStrategy
+from exit_threads import report_at_exit  # the worker's own folder (tests/smp) is sys.path[0]
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
 from torch.sagemaker import state
 from torch.sagemaker.distributed.checkpoint.filesystem import DistributedFileSystemReader
 from torch.sagemaker.distributed.checkpoint.state_dict_loader import load
 from torch.sagemaker.distributed.checkpoint.state_dict_saver import async_save, maybe_finalize_async_calls
-from torch.sagemaker.distributed.checkpoint.state_dict_utils import (SMStateDictType, init_optim_state,
-                                                                    sm_state_dict_type)
+from torch.sagemaker.distributed.checkpoint.state_dict_utils import (
+    SMStateDictType,
+    init_optim_state,
+    sm_state_dict_type,
+)
 
 from smdist_launcher.smp.reference_models import GPT, GPTConfig, lm_loss
 from smdist_launcher.smp.state import reset_state
-
-from exit_threads import report_at_exit  # the worker's own folder (tests/smp) is sys.path[0]
 
 CFG = GPTConfig(dim=32, n_layers=2, n_heads=4, vocab_size=64)
 BATCH, SEQ = 8, 8
@@ -40,7 +41,8 @@ def batches(n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return out
 
 
-DEVICE = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available() else torch.device("cpu")
+DEVICE = (torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available()
+          else torch.device("cpu"))
 
 
 def build(base: torch.nn.Module, kind: str) -> tuple[torch.nn.Module, torch.optim.Optimizer]:

@@ -11,13 +11,12 @@ import sys
 
 import torch
 import torch.distributed as dist
+from exit_threads import report_at_exit  # the worker's own folder (tests/smp) is sys.path[0]
 
 import smdist_launcher.smp as tsm
 from smdist_launcher.smp import checkpoint as smp_ckpt
 from smdist_launcher.smp.reference_models import GPT, GPTConfig, lm_loss
 from smdist_launcher.smp.state import reset_state
-
-from exit_threads import report_at_exit  # the worker's own folder (tests/smp) is sys.path[0]
 
 CFG = GPTConfig(dim=32, n_layers=3, n_heads=4, vocab_size=64)
 BATCH, SEQ, STEPS, LR = 8, 8, 3, 0.5
@@ -45,7 +44,8 @@ def reference(model: torch.nn.Module) -> list[float]:
     return losses
 
 
-def train(model: torch.nn.Module, steps: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[list[float], torch.optim.Optimizer]:
+def train(model: torch.nn.Module,
+          steps: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[list[float], torch.optim.Optimizer]:
     st = tsm.state
     per = BATCH // st.dp_size
     opt = torch.optim.SGD(model.parameters(), lr=LR)

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -85,7 +85,7 @@ class Submission(_Frozen):
         if self.settings is None:
             raise ValueError(f"job {self.job_name}: this backend needs the job's arguments (build the submission "
                              "with estimator.submission())")
-        return self.settings  # type: ignore[no-any-return]
+        return cast("EstimatorArgs", self.settings)
 
 
 class DryRun(_Frozen):

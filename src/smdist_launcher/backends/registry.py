@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:  # pragma: no cover
     from .api import Backend
@@ -63,7 +63,7 @@ def get(name: str) -> Backend:
     except ModuleNotFoundError as exc:
         raise ValueError(f"backend: {key!r} is not part of this installation ({exc}); use --backend {DEFAULT}") \
             from None
-    return cls()  # type: ignore[no-any-return]
+    return cast("Backend", cls())
 
 
 def for_job(name: str | None, instance_types: Iterable[str]) -> Backend:

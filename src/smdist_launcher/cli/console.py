@@ -1,4 +1,5 @@
-"""Terminal output for the CLI: rich colours only when a terminal is attached (and rich imported only then), plain text otherwise."""
+"""Terminal output for the CLI: rich colours only when a terminal is attached (and rich imported only then),
+plain text otherwise."""
 from __future__ import annotations
 
 import sys

@@ -1,4 +1,5 @@
-"""Job file → resolved job + channels → plan, with problems reported as compiler-style lines. Shared by the subcommands."""
+"""Job file → resolved job + channels → plan, with problems reported as compiler-style lines. Shared by the
+subcommands."""
 from __future__ import annotations
 
 import warnings
@@ -9,9 +10,9 @@ from ..errors import ValidationError, ValidationWarning
 from .console import problem
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..plan.model import Channel, LaunchPlan
     from ..jobspec.estimator_args import EstimatorArgs
     from ..jobspec.resolved import ResolvedJob
+    from ..plan.model import Channel, LaunchPlan
 
 EXIT_OK = 0
 EXIT_DIFFERS = 1
@@ -60,7 +61,8 @@ def report_warnings(source: str, notes: list[str]) -> None:
 
 
 def load_or_report(path: str, *, check_inputs: bool = False) -> LoadedJob | int:
-    """The loaded job, or the exit code after reporting why it cannot be loaded (unreadable or invalid YAML included)."""
+    """The loaded job, or the exit code after reporting why it cannot be loaded (unreadable or invalid YAML
+    included)."""
     try:
         loaded = load_job(path, check_inputs=check_inputs)
     except ValidationError as exc:

@@ -14,7 +14,8 @@ from .job_loading import EXIT_OK
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("jobs", help="list local jobs and their status",
                               description="List the local jobs recorded in the jobs folder.")
-    p.add_argument("--jobs-dir", help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
+    p.add_argument("--jobs-dir",
+                   help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
     p.add_argument("--json", action="store_true", help="print the records as JSON lines")
     p.add_argument("--sagemaker", action="store_true",
                    help="also list the region's recent SageMaker training jobs (ListTrainingJobs), not only those "
@@ -46,8 +47,8 @@ def _refreshed(records: list) -> list:
 
 def _sagemaker_records(region: str | None, known: set[str]) -> list:
     """Recent training jobs of the region (ListTrainingJobs) as records, those not already in the jobs folder."""
-    from ..backends.toolkit.records import JobRecord
     from ..backends.sagemaker.attach import checked_clients
+    from ..backends.toolkit.records import JobRecord
 
     clients = checked_clients(region)
     out = []
@@ -62,7 +63,7 @@ def _sagemaker_records(region: str | None, known: set[str]) -> list:
     return sorted(out, key=lambda r: r.created)
 
 
-def status_of(record) -> str:  # noqa: ANN001 - a JobRecord (import kept lazy)
+def status_of(record) -> str:  # a JobRecord (import kept lazy)
     if record.backend in _REMOTE:
         return record.status  # the backend answers (refreshed by `smdist jobs`), not a launcher process here
     if record.launcher_gone():
@@ -88,10 +89,9 @@ HEADER = ["NAME", "STATUS", "PHASE", "STRATEGY", "HOSTSxPROCS", "CREATED", "DURA
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..backends.local.recovery import finalize_interrupted
     from ..backends.toolkit.jobdir import JOBS_ROOT_RULE, jobs_root
     from ..backends.toolkit.records import list_records
-
-    from ..backends.local.recovery import finalize_interrupted
 
     root = jobs_root(args.jobs_dir)
     records = _refreshed(finalize_interrupted(list_records(root)))  # a dead launcher's job is finished here
@@ -127,8 +127,8 @@ def render(table: list[list[str]], width: int | None = None) -> list[str]:
 
     def lines_of(cols: list[int]) -> tuple[list[str], list[int]]:
         picked = [[row[i] for i in cols] for row in [HEADER, *table]]
-        widths = [max(len(c) for c in col) for col in zip(*picked)]
-        return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in picked], widths
+        widths = [max(len(c) for c in col) for col in zip(*picked, strict=True)]
+        return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in picked], widths
 
     lines, widths = lines_of(keep)
     for name in _OPTIONAL:

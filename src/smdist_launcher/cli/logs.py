@@ -15,7 +15,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("job", nargs="?", help="job name or unique prefix (default: the latest job)")
     p.add_argument("--host", action="append", metavar="NAME", help="only this host (repeatable), e.g. algo-2")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until the job ends")
-    p.add_argument("--jobs-dir", help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
+    p.add_argument("--jobs-dir",
+                   help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
     p.add_argument("--region", help="AWS region for a SageMaker job not in the jobs folder")
     return p
 

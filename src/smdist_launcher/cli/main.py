@@ -1,4 +1,5 @@
-"""``smdist``: the command line. A registry of subcommands, each a module with ``add_parser(subparsers)`` and ``run(args) -> int``.
+"""``smdist``: the command line. A registry of subcommands, each a module with ``add_parser(subparsers)`` and
+``run(args) -> int``.
 
 Only the module of the command being run is imported (``smdist plan`` never imports the local backend); ``smdist
 --help`` imports them all to list them. A registered module that is not installed is left out. Exit codes: 0 ok,
@@ -52,7 +53,8 @@ def _requested(argv: Sequence[str]) -> str | None:
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from .. import __version__
 
-    parser = argparse.ArgumentParser(prog="smdist", description="Validate, plan and run SageMaker-style distributed training jobs.")
+    parser = argparse.ArgumentParser(prog="smdist",
+                                     description="Validate, plan and run SageMaker-style distributed training jobs.")
     parser.add_argument("--version", action="version", version=f"smdist {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     wanted = [only] if only and importlib.util.find_spec(COMMANDS[only]) is not None else list(COMMANDS)

@@ -25,7 +25,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p = subparsers.add_parser("plan", help="print the launch plan of a job file, or check/update a pinned plan",
                               description="Print what would run on each host. Nothing is uploaded or started.")
     p.add_argument("job_file", help="YAML job file (estimator arguments + framework)")
-    p.add_argument("--format", choices=("yaml", "json"), help="output format (default: yaml; for --check/--write: the file's extension)")
+    p.add_argument("--format", choices=("yaml", "json"),
+                   help="output format (default: yaml; for --check/--write: the file's extension)")
     p.add_argument("--host", metavar="NAME", help="show only this host's part (e.g. algo-2)")
     pin = p.add_mutually_exclusive_group()
     pin.add_argument("--check", metavar="FILE", help="compare with a pinned plan: exit 1 with a diff when it changed")
@@ -57,12 +58,15 @@ def _usage_problem(args: argparse.Namespace) -> ValidationError | None:
         return ValidationError([ErrorItem("--slurm", "cannot be combined with --request or --host: the sbatch script "
                                                      "is for the whole job")])
     if args.host and (args.check or args.write):
-        return ValidationError([ErrorItem("--host", "cannot be combined with --check/--write: a pinned plan holds every host")])
+        return ValidationError([ErrorItem("--host",
+                                          "cannot be combined with --check/--write: a pinned plan holds every host")])
     if args.request and (args.host or args.check or args.write):
-        return ValidationError([ErrorItem("--request", "cannot be combined with --host, --check or --write: the request "
-                                                       "is for the whole job and is not pinned")])
+        return ValidationError([ErrorItem("--request",
+                                          "cannot be combined with --host, --check or --write: the request "
+                                          "is for the whole job and is not pinned")])
     if args.dryrun and args.host:
-        return ValidationError([ErrorItem("--host", "cannot be combined with --dryrun: a dry run is for the whole job")])
+        return ValidationError([ErrorItem("--host",
+                                          "cannot be combined with --dryrun: a dry run is for the whole job")])
     if args.backend and not args.dryrun:
         return ValidationError([ErrorItem("--backend", "is only used with --dryrun", args.backend)])
     if args.region is not None:

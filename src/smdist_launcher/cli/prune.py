@@ -27,16 +27,19 @@ def status(text: str) -> str:
     for name in STATUSES:
         if name.lower() == text.lower():
             return name
-    raise argparse.ArgumentTypeError(f"{text!r} is not a job status; use one of {', '.join(s.lower() for s in STATUSES)}")
+    raise argparse.ArgumentTypeError(f"{text!r} is not a job status; "
+                                     f"use one of {', '.join(s.lower() for s in STATUSES)}")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("prune", help="remove ended local jobs", description=__doc__.splitlines()[0])
-    p.add_argument("--older-than", type=age, metavar="AGE", help="only jobs created longer ago than AGE (30m, 12h, 7d, 2w)")
+    p.add_argument("--older-than", type=age, metavar="AGE",
+                   help="only jobs created longer ago than AGE (30m, 12h, 7d, 2w)")
     p.add_argument("--status", type=status, nargs="+", metavar="STATUS",
                    help=f"only jobs with one of these statuses ({', '.join(s.lower() for s in STATUSES)})")
     p.add_argument("--dry-run", "-n", action="store_true", help="list what would be removed, remove nothing")
-    p.add_argument("--jobs-dir", help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
+    p.add_argument("--jobs-dir",
+                   help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
     return p
 
 

@@ -5,19 +5,24 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .console import problem
 from .job_loading import EXIT_DIFFERS, EXIT_INVALID, EXIT_OK
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..backends.toolkit.records import JobRecord
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("rm", help="remove local jobs", description=__doc__.splitlines()[0])
     p.add_argument("jobs", nargs="+", metavar="JOB", help="job name or unique prefix (see `smdist jobs`)")
-    p.add_argument("--jobs-dir", help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
+    p.add_argument("--jobs-dir",
+                   help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
     return p
 
 
-def refusal(record) -> str | None:  # noqa: ANN001 - a JobRecord (import kept lazy)
+def refusal(record) -> str | None:  # a JobRecord (import kept lazy)
     """Why this job must not be removed now, or None."""
     from ..backends.toolkit.records import IN_PROGRESS
     from .jobs import _REMOTE, status_of
@@ -25,12 +30,13 @@ def refusal(record) -> str | None:  # noqa: ANN001 - a JobRecord (import kept la
     if status_of(record) != IN_PROGRESS:
         return None
     if record.backend in _REMOTE:
-        return f"{record.job_name}: still running on {record.backend}; `smdist stop {record.job_name}` first, then remove it"
+        return (f"{record.job_name}: still running on {record.backend}; `smdist stop {record.job_name}` first, "
+                "then remove it")
     return (f"{record.job_name}: still running (launcher pid {record.launcher_pid}); stop it first "
             f"(Ctrl-C where it runs, or `smdist stop {record.job_name}`), then remove it")
 
 
-def remove(root: Path, record) -> None:  # noqa: ANN001 - a JobRecord
+def remove(root: Path, record) -> None:  # a JobRecord
     """Delete the job's folder. The path comes from the jobs root and the checked name, never from the record's
     job_dir field, so that a tampered record cannot point the removal elsewhere."""
     from ..backends.toolkit.jobdir import check_job_name
@@ -43,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from .job_lookup import find_job
 
     root = jobs_root(args.jobs_dir)
-    found, errors = [], []
+    found: list[JobRecord] = []
+    errors: list[str] = []
     for wanted in args.jobs:
         record = find_job(root, wanted)
         if isinstance(record, str):

@@ -32,7 +32,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="set a hyperparameter (the value is kept as a string); repeatable")
     p.add_argument("--max-run", type=int, metavar="SECONDS", help="override max_run")
     p.add_argument("--job-name", help="job name (default: <base_job_name>-<timestamp>)")
-    p.add_argument("--jobs-dir", help="where job folders go (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above, else ./.smdist/jobs)")
+    p.add_argument("--jobs-dir",
+                   help="where job folders go (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above, "
+                        "else ./.smdist/jobs)")
     p.add_argument("--quiet", "-q", action="store_true", help="do not stream the hosts' output (it is still saved)")
     from ..backends.registry import BACKENDS, DEFAULT  # stdlib only: the backends themselves load when chosen
 
@@ -134,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     try:
         dry = backend.dryrun(estimator.submission(plan), backend_options(args))
-        job = backend.submit(dry, logs=not args.quiet, jobs_root=args.jobs_dir, wait=not getattr(args, "no_wait", False))
+        job = backend.submit(dry, logs=not args.quiet, jobs_root=args.jobs_dir,
+                             wait=not getattr(args, "no_wait", False))
     except JobFailedError as exc:
         problem(str(exc))
         return EXIT_STOPPED if exc.status == "Stopped" else EXIT_FAILED

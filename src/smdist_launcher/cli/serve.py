@@ -46,8 +46,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends.toolkit.jobdir import jobs_root
     from ..backends.registry import choose
+    from ..backends.toolkit.jobdir import jobs_root
     from ..serve.server import serve
 
     try:  # a backend that cannot run here stops serve now, not the first job

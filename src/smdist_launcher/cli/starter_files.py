@@ -92,7 +92,7 @@ def data_csv(seed: int = 0) -> str:
     rows = []
     for _ in range(DATA_ROWS):
         x = [rng.uniform(-1, 1) for _ in _WEIGHTS]
-        y = sum(a * b for a, b in zip(x, _WEIGHTS)) + rng.gauss(0, 0.05)
+        y = sum(a * b for a, b in zip(x, _WEIGHTS, strict=True)) + rng.gauss(0, 0.05)
         rows.append(",".join(f"{v:.5f}" for v in (*x, y)))
     return "\n".join(rows) + "\n"
 

@@ -12,11 +12,13 @@ from .job_loading import EXIT_INVALID, EXIT_OK
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("status", help="show a job's status (local or SageMaker)", description=__doc__.splitlines()[0])
+    p = subparsers.add_parser("status", help="show a job's status (local or SageMaker)",
+                              description=__doc__.splitlines()[0])
     p.add_argument("job", help="job name (or a unique prefix of a local job's)")
     p.add_argument("--json", action="store_true", help="print the status as one JSON object")
     p.add_argument("--region", help="AWS region for a SageMaker job not in the jobs folder")
-    p.add_argument("--jobs-dir", help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
+    p.add_argument("--jobs-dir",
+                   help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
     return p
 
 
@@ -36,7 +38,8 @@ def status_fields(args: argparse.Namespace) -> dict | str:
     try:
         return backend.describe(handle).summary()
     except ClientError as exc:
-        return f"job: no job named {args.job!r} in the jobs folder or on SageMaker ({exc.response['Error'].get('Message', '')})"
+        return (f"job: no job named {args.job!r} in the jobs folder or on SageMaker "
+                f"({exc.response['Error'].get('Message', '')})")
 
 
 def run(args: argparse.Namespace) -> int:

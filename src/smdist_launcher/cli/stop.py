@@ -9,10 +9,12 @@ from .job_loading import EXIT_INVALID, EXIT_OK
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("stop", help="stop a running job (local or SageMaker)", description=__doc__.splitlines()[0])
+    p = subparsers.add_parser("stop", help="stop a running job (local or SageMaker)",
+                              description=__doc__.splitlines()[0])
     p.add_argument("job", help="job name (or a unique prefix of a local job's)")
     p.add_argument("--region", help="AWS region for a SageMaker job not in the jobs folder")
-    p.add_argument("--jobs-dir", help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
+    p.add_argument("--jobs-dir",
+                   help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")
     return p
 
 

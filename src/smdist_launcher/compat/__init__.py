@@ -8,7 +8,8 @@ from pathlib import Path
 
 SITE_DIR = Path(__file__).resolve().parent / "site"
 
-# The SMP v1 API level smdist_launcher.smp.v1 follows (the last v1 release line): smdistributed.modelparallel.__version__
+# The SMP v1 API level smdist_launcher.smp.v1 follows (the last v1 release line):
+# smdistributed.modelparallel.__version__
 SMP_V1_VERSION = "1.15.0"
 
 # user-facing module -> (our implementation, what it is: named in the ImportError when it cannot be served).

@@ -5,6 +5,7 @@ import importlib
 import importlib.machinery
 import sys
 import types
+from collections.abc import Sequence
 
 from . import ALIASES
 
@@ -54,7 +55,7 @@ def what_to_install(error: ImportError) -> str:
 
 
 class AliasFinder:
-    def find_spec(self, fullname: str, path: "list[str] | None" = None,
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
                   target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         found = target_of(fullname)
         if found is None:
@@ -64,9 +65,9 @@ class AliasFinder:
 
 def install() -> AliasFinder:
     """Idempotent: put the finder first on sys.meta_path."""
-    for finder in sys.meta_path:
-        if isinstance(finder, AliasFinder) or type(finder).__name__ == "AliasFinder":
-            return finder  # type: ignore[return-value]
+    for existing in sys.meta_path:
+        if isinstance(existing, AliasFinder) or type(existing).__name__ == "AliasFinder":
+            return existing  # type: ignore[return-value]
     finder = AliasFinder()
     sys.meta_path.insert(0, finder)
     return finder

@@ -37,13 +37,13 @@ from .commands import (
     torchrun_with_tee,
 )
 from .console import Console
-from .environment import load_plan, process_env, recorded_environment, write_environment_file
 from .failure import FailureTracker, signal_name, write_failure, write_success
 from .fallback_plan import plan_from_contract
 from .group_hosts import real_host_names, rename_hosts
 from .host_isolation import HostIsolation, isolate_host, needed as isolation_needed, scratch_env
 from .log_lines import FixedRankLines, LineSplitter, MpiTagLines, TorchrunLines
 from .multihost import MASTER_DONE_WAIT_S, HostUnreachable, MasterSsh, job_key, master_verdict, ssh_port, worker_hosts
+from .process_environment import load_plan, process_env, recorded_environment, write_environment_file
 from .process_tree import TERM_WITH_PARENT, become_subreaper, is_alive, terminate_descendants
 from .ps_sidecar import ParameterServerSidecar, stop_process
 from .rsh_agent import DEFAULT_WAIT_S, LOCAL_HOSTS_ENV, WAIT_ENV

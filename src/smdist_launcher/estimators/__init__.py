@@ -9,5 +9,6 @@ from .mxnet import MXNet
 from .pytorch import PyTorch
 from .tensorflow import TensorFlow
 
-__all__ = ["Framework", "FrameworkEstimator", "HuggingFace", "MXNet", "PyTorch", "TensorFlow", "estimator_from_job_file",
+__all__ = ["Framework", "FrameworkEstimator", "HuggingFace", "MXNet", "PyTorch", "TensorFlow",
+           "estimator_from_job_file",
            "name_from_base"]

@@ -15,12 +15,12 @@ from ..jobspec.validate import validate_args
 from .job_names import name_from_base
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..jobspec.estimator_args import EstimatorArgs  # pydantic: annotations only, the import must stay fast
     from ..backends.api import DryRun, Submission
-    from ..plan.model import Channel, LaunchPlan
+    from ..jobspec.estimator_args import EstimatorArgs  # pydantic: annotations only, the import must stay fast
     from ..jobspec.resolved import ResolvedJob
+    from ..plan.model import Channel, LaunchPlan
 
-_REGISTRY: dict[str, type["FrameworkEstimator"]] = {}
+_REGISTRY: dict[str, type[FrameworkEstimator]] = {}
 
 
 class FrameworkEstimator:
@@ -48,7 +48,7 @@ class FrameworkEstimator:
         self.model_data: str | None = None
 
     @classmethod
-    def from_job_file(cls, path: str, *, overrides: dict[str, Any] | None = None) -> "FrameworkEstimator":
+    def from_job_file(cls, path: str, *, overrides: dict[str, Any] | None = None) -> FrameworkEstimator:
         """The estimator a job file describes (PyTorch for `framework: pytorch`, ...).
 
         Called on a subclass, the file's framework must match it. Relative paths in the file are read from its folder.
@@ -57,7 +57,8 @@ class FrameworkEstimator:
         target = _REGISTRY[job.framework]
         if cls is not FrameworkEstimator and cls.framework != job.framework:
             raise ValidationError([item("framework", f"{cls.__name__}.from_job_file needs framework: {cls.framework}; "
-                                                     f"use estimator_from_job_file() for any framework", job.framework)],
+                                                     f"use estimator_from_job_file() for any framework",
+                                        job.framework)],
                                   source=path)
         estimator = target.__new__(target)
         estimator._adopt(job.args, job.args.model_dump(exclude_unset=True), job_file=job)
@@ -112,7 +113,8 @@ class FrameworkEstimator:
 
     @property
     def source_dir_path(self) -> str | None:
-        """Absolute local path of source_dir (relative ones are read from the job file's folder or the working directory)."""
+        """Absolute local path of source_dir (relative ones are read from the job file's folder or the working
+        directory)."""
         return self._spec.source_dir_path
 
     @property
@@ -124,7 +126,8 @@ class FrameworkEstimator:
         return default_job_name(self._spec, self.framework)
 
     def hyperparameters(self) -> dict[str, str]:
-        """What SageMaker writes to hyperparameters.json: every value JSON-encoded, plus the launcher's sagemaker_* keys."""
+        """What SageMaker writes to hyperparameters.json: every value JSON-encoded, plus the launcher's sagemaker_*
+        keys."""
         return dict(self.plan().sagemaker_hyperparameters)
 
     def set_hyperparameters(self, **hyperparameters: Any) -> None:
@@ -134,11 +137,11 @@ class FrameworkEstimator:
         self._adopt(spec, args, job_file=self._job_file)
 
     # ---- planning ----------------------------------------------------------------------------------
-    def resolved(self, job_name: str | None = None) -> "ResolvedJob":
+    def resolved(self, job_name: str | None = None) -> ResolvedJob:
         file_job_name = self._job_file.job_name if self._job_file is not None else None
         return resolve(self._spec, self.framework, job_name=job_name or file_job_name)
 
-    def channels(self, inputs: Any = None, *, check_exists: bool = False) -> "dict[str, Channel]":
+    def channels(self, inputs: Any = None, *, check_exists: bool = False) -> dict[str, Channel]:
         """check_exists: a local path that does not exist is a ValidationError (fit() in local mode)."""
         if inputs is None and self._job_file is not None:
             return dict(self._job_file.inputs)
@@ -146,21 +149,21 @@ class FrameworkEstimator:
         instance_type, _ = cluster_of(self._spec)
         return normalize_inputs(inputs, instance_type=instance_type, base_dir=base_dir, check_exists=check_exists)
 
-    def plan(self, inputs: Any = None, job_name: str | None = None) -> "LaunchPlan":
+    def plan(self, inputs: Any = None, job_name: str | None = None) -> LaunchPlan:
         """The launch plan. Pure: nothing is uploaded or started, no file is read."""
         from ..plan.planner import build_plan  # lazy: the planner is only needed here
 
         channels = self.channels(inputs)
         return build_plan(self.resolved(job_name), channels)
 
-    def submission(self, plan: "LaunchPlan") -> "Submission":
+    def submission(self, plan: LaunchPlan) -> Submission:
         """What a backend gets to run `plan`: the plan, the code and the validated arguments (never the estimator)."""
         from .submission import build_submission
 
         return build_submission(self._spec, plan)
 
     def dryrun(self, inputs: Any = None, job_name: str | None = None, backend: str | None = None,
-               **backend_options: Any) -> "DryRun":
+               **backend_options: Any) -> DryRun:
         """What `backend` would start or send for this job (backends/api.py). Pure: nothing is uploaded or started."""
         from ..backends import registry
 
@@ -177,12 +180,12 @@ class FrameworkEstimator:
         from ..backends import registry
 
         plan = self.plan(inputs, job_name=job_name)
-        return registry.get("sagemaker").dryrun(self.submission(plan), {"region": region}).content  # type: ignore[no-any-return]
+        return registry.get("sagemaker").dryrun(self.submission(plan), {"region": region}).content
 
     # ---- running -----------------------------------------------------------------------------------
     def fit(
-        self, inputs: Any = None, wait: bool = True, logs: Any = True, job_name: str | None = None, dry_run: bool = False,
-        backend: str | None = None, jobs_root: str | None = None, **backend_options: Any,
+        self, inputs: Any = None, wait: bool = True, logs: Any = True, job_name: str | None = None,
+        dry_run: bool = False, backend: str | None = None, jobs_root: str | None = None, **backend_options: Any,
     ) -> Any:
         """Run the job. dry_run=True returns the plan and does nothing else.
 

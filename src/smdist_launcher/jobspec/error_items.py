@@ -1,16 +1,16 @@
-"""Turn pydantic's errors into ErrorItems with dotted key paths and messages in our words (what is allowed, how to fix)."""
+"""Turn pydantic's errors into ErrorItems with dotted key paths and messages in our words (what is allowed, how to
+fix)."""
 from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ErrorItem
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pydantic import BaseModel
-    from pydantic import ValidationError as PydanticValidationError
+    from pydantic import BaseModel, ValidationError as PydanticValidationError
 
 _SHOW_LIMIT = 80
 _LIST_LIMIT = 12  # longer lists of allowed keys help nobody; did-you-mean does the work
@@ -182,7 +182,7 @@ def _clean_loc(loc: Sequence[Any]) -> list[Any]:
     return [p for p in loc if p != "[key]"]
 
 
-def _message(err: dict[str, Any], root: type[BaseModel]) -> str:
+def _message(err: Mapping[str, Any], root: type[BaseModel]) -> str:
     kind = err["type"]
     value = err.get("input")
     ctx = err.get("ctx") or {}

@@ -118,7 +118,8 @@ class EstimatorArgs(SpecModel):
     def _numbers_as_strings(cls, value: Any) -> Any:
         # YAML turns `PORT: 80` into an int; environment values are strings, so numbers are taken as written.
         if isinstance(value, dict):
-            return {k: (str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v) for k, v in value.items()}
+            return {k: (str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+                    for k, v in value.items()}
         return value
 
     @field_validator("tags", mode="before")
@@ -138,7 +139,7 @@ class EstimatorArgs(SpecModel):
     def base_dir(self) -> str:
         return self._base_dir
 
-    def with_base_dir(self, base_dir: str) -> "EstimatorArgs":
+    def with_base_dir(self, base_dir: str) -> EstimatorArgs:
         self._base_dir = os.path.abspath(base_dir)
         return self
 

@@ -59,7 +59,7 @@ def nearest(options: list[str], version: str, count: int = 3) -> list[str]:
         parsed = _sort_key(option)
         width = max(len(parsed), len(target))
         a, b = parsed + (0,) * (width - len(parsed)), target + (0,) * (width - len(target))
-        return tuple(abs(x - y) for x, y in zip(a, b))
+        return tuple(abs(x - y) for x, y in zip(a, b, strict=True))
 
     return sorted(sorted(options, key=lambda o: (distance(o), version_order(o)))[:count], key=version_order)
 
@@ -106,8 +106,10 @@ def _versioned(name: str, key: str, version: str) -> dict[str, Any]:
     full = full_version(name, version)
     if full is None:
         options = known_versions(name)
-        raise NoImage(key, f"no {name} training image for version {version}; nearest: {', '.join(nearest(options, version))} "
-                           f"(all: {', '.join(options)}); or give image_uri", version)
+        raise NoImage(key,
+                      f"no {name} training image for version {version}; "
+                      f"nearest: {', '.join(nearest(options, version))} "
+                      f"(all: {', '.join(options)}); or give image_uri", version)
     return family(name)["versions"][full]
 
 
@@ -118,8 +120,9 @@ def choose(name: str, *, version: str, processor: str, instance_type: str, versi
     huggingface: `version` is transformers_version, `base`/`base_version` the pytorch or tensorflow version."""
     fam = family(name)
     if processor not in fam["processors"]:
-        raise NoImage("instance_type", f"{name} training images exist for {'/'.join(fam['processors'])} instances only, "
-                                       f"not {processor} ({instance_type}); choose another instance type or give image_uri",
+        raise NoImage("instance_type",
+                      f"{name} training images exist for {'/'.join(fam['processors'])} instances only, "
+                      f"not {processor} ({instance_type}); choose another instance type or give image_uri",
                       instance_type)
     row = _versioned(name, version_key, version)
     transformers = None
@@ -149,7 +152,8 @@ def choose(name: str, *, version: str, processor: str, instance_type: str, versi
 
 
 def tag(choice: ImageChoice, py_version: str) -> str:
-    """`<version>-<processor>-<py>[-<suffix>]`; HuggingFace: `<base>-transformers<v>-...`; Neuron: `-neuron-` for trn."""
+    """`<version>-<processor>-<py>[-<suffix>]`; HuggingFace: `<base>-transformers<v>-...`; Neuron: `-neuron-`
+    for trn."""
     prefix = choice.tag_version if choice.transformers_version is None else \
         f"{choice.tag_version}-transformers{choice.transformers_version}"
     processor = "neuron" if choice.family == "pytorch-neuron" else choice.processor

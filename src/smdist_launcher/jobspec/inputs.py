@@ -1,4 +1,5 @@
-"""fit() inputs → channels: a str is the channel "training"; a dict maps channel names to a URI or {uri, input_mode, ...}."""
+"""fit() inputs → channels: a str is the channel "training"; a dict maps channel names to a URI or
+{uri, input_mode, ...}."""
 from __future__ import annotations
 
 import os
@@ -11,7 +12,7 @@ from .error_items import from_pydantic, item, join_path, show
 from .sdk_objects import plain_inputs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..plan.model import Channel
+    from .channel import Channel
 
 DEFAULT_CHANNEL = "training"
 _CHANNEL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -38,7 +39,9 @@ def _check_uri(path: str, uri: str, instance_type: str | None, base_dir: str | N
     scheme = match.group(1).lower() if match else None
     if scheme == "s3":
         if not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", uri):
-            return None, item(path, "is not a valid S3 URI; expected s3://<bucket>/<prefix> with a lower-case bucket name", uri)
+            return None, item(path,
+                              "is not a valid S3 URI; expected s3://<bucket>/<prefix> with a lower-case bucket name",
+                              uri)
         return uri, None
     if scheme not in (None, "file"):
         return None, item(path, f"unsupported URI scheme {scheme!r}; use s3://, file:// or a local path", uri)
@@ -110,13 +113,14 @@ def _normalized(inputs: Any, instance_type: str | None, base_dir: str | None, ch
     # the schemas (pydantic) load with the first channel, not with the estimators that import this module
     from pydantic import ValidationError as PydanticValidationError
 
-    from ..plan.model import Channel
+    from .channel import Channel
     from .channel_spec import ChannelSpec
 
     mapping = _as_mapping(inputs)
     if not isinstance(mapping, dict):
         raise _Problems([item("inputs", "must be a URI string or a mapping of channel name → URI or "
-                                        f"{{uri, input_mode, content_type, distribution}}, got {show(inputs)}", inputs)])
+                                        f"{{uri, input_mode, content_type, distribution}}, got {show(inputs)}",
+                              inputs)])
     errors: list[ErrorItem] = []
     channels: dict[str, Channel] = {}
     for name, value in mapping.items():  # one channel at a time, so every channel's problems are reported
@@ -130,8 +134,8 @@ def _normalized(inputs: Any, instance_type: str | None, base_dir: str | None, ch
             errors.extend(from_pydantic(exc, ChannelSpec, prefix=("inputs", name)))
             continue
         uri, problem = _check_uri(join_path(path, "uri"), spec.uri, instance_type, base_dir, check_exists)
-        if problem:
-            errors.append(problem)
+        if problem or uri is None:
+            errors.extend([problem] if problem else [])
             continue
         channels[name] = Channel(uri=uri, input_mode=spec.input_mode, content_type=spec.content_type,
                                  distribution=spec.distribution)

@@ -10,17 +10,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ErrorItem, ValidationError
-from . import safe_yaml
 from .error_items import closest, did_you_mean, item, show
 from .frameworks import FRAMEWORKS
 from .inputs import collect_input_errors, normalize_inputs
-from .rules.arguments import job_name_problem
 from .validate import collect, emit_warnings
 
 if TYPE_CHECKING:  # pragma: no cover
     from pydantic import BaseModel
 
-    from ..plan.model import Channel
+    from .channel import Channel
     from .estimator_args import EstimatorArgs
 
 JOB_FILE_KEYS = ("framework", "inputs", "job_name")
@@ -51,23 +49,27 @@ def job_file_model(framework: str) -> type[BaseModel]:
     from .estimator_args import args_model_for
 
     base = args_model_for(framework)
-    return create_model(  # type: ignore[call-overload]
+    framework_type: Any = Literal[framework]  # built at run time: one literal per framework
+    return create_model(
         f"{base.__name__.removesuffix('Args')}JobFile",
         __base__=base,
-        framework=(Literal[framework], ...),  # type: ignore[valid-type]
+        framework=(framework_type, ...),
         job_name=(str | None, None),
         inputs=(str | dict[str, str | ChannelSpec] | None, None),
     )
 
 
 def _read(path: str) -> Any:
-    import yaml
+    import yaml  # lazy, like everything only reading a file needs: the estimators import this module
+
+    from . import safe_yaml
 
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except OSError as exc:
-        raise ValidationError([item("<root>", f"cannot read the job file: {exc.strerror or exc}")], source=path) from None
+        raise ValidationError([item("<root>", f"cannot read the job file: {exc.strerror or exc}")],
+                              source=path) from None
     except UnicodeDecodeError as exc:
         raise ValidationError([item("<root>", f"the job file is not UTF-8 text ({exc.reason} at byte {exc.start})")],
                               source=path) from None
@@ -90,11 +92,15 @@ def _job_file_key_hint(error: ErrorItem) -> ErrorItem:
     return item(error.path, f"unknown key; did you mean {meant!r}?", error.value) if meant else error
 
 
-def parse_job_file(data: Any, *, path: str, base_dir: str, check_source: bool = True, check_inputs: bool = False) -> JobFile:
+def parse_job_file(data: Any, *, path: str, base_dir: str, check_source: bool = True,
+                   check_inputs: bool = False) -> JobFile:
     """Validate already-loaded job-file data (a mapping). check_inputs: local input folders must exist (`smdist
     validate`; not `smdist plan`, whose pinned plans are checked where the data is absent)."""
+    from .rules.arguments import job_name_problem  # lazy: the estimators import this module
+
     if not isinstance(data, dict):
-        raise ValidationError([item("<root>", f"a job file is a mapping of estimator arguments plus framework, got {show(data)}",
+        raise ValidationError([item("<root>",
+                                    f"a job file is a mapping of estimator arguments plus framework, got {show(data)}",
                                     data)], source=path)
     errors: list[ErrorItem] = []
     framework = data.get("framework")
@@ -124,7 +130,7 @@ def parse_job_file(data: Any, *, path: str, base_dir: str, check_source: bool = 
     instance_type = spec.instance_type if spec is not None else (raw_type if isinstance(raw_type, str) else None)
     errors.extend(collect_input_errors(data.get("inputs"), instance_type=instance_type, base_dir=base_dir,
                                        check_exists=check_inputs))
-    if errors or spec is None:
+    if errors or spec is None or not isinstance(framework, str):
         raise ValidationError(errors, source=path)
     emit_warnings(found_warnings)
     inputs = normalize_inputs(data.get("inputs"), instance_type=instance_type, base_dir=base_dir)

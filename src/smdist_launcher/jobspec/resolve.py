@@ -12,7 +12,6 @@ from ..errors import ValidationError
 from .catalog import lookup
 from .error_items import item
 from .job_file import JobFile
-from .rules.arguments import job_name_problem
 from .rules.context import RuleContext, distribution_group
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,7 +38,8 @@ def _entry_point(args: EstimatorArgs) -> str:
     entry = args.entry_point or ""
     if args.source_dir:
         return posixpath.normpath(entry.replace("\\", "/"))
-    return posixpath.basename(entry.replace("\\", "/"))  # SageMaker uploads the script alone: sagemaker_program = basename
+    # SageMaker uploads the script alone: sagemaker_program = basename
+    return posixpath.basename(entry.replace("\\", "/"))
 
 
 def _instance_groups(args: EstimatorArgs, strategy: str) -> list[ResolvedInstanceGroup]:
@@ -59,9 +59,10 @@ def resolve(spec: EstimatorArgs | JobFile, framework: str | None = None, *, job_
     framework defaults to the job file's / the argument model's framework. Raises ValidationError only for a
     bad job_name or a spec that did not come through validation.
     """
-    # the schemas (pydantic) are imported here, not at the top: the estimators import this module
+    # the schemas (pydantic) and the rules are imported here, not at the top: the estimators import this module
     from .estimator_args import HuggingFaceArgs, TensorFlowArgs
     from .resolved import ResolvedJob
+    from .rules.arguments import job_name_problem
 
     if isinstance(spec, JobFile):
         framework = framework or spec.framework

@@ -75,5 +75,6 @@ class ResolvedJob(BaseModel):
     checkpoint_s3_uri: str | None = None
     checkpoint_local_path: str | None = None
     region: str | None = None
-    # TensorFlow's model_dir argument: None = the SDK default (planner), False = no model_dir hyperparameter, str = as given
+    # TensorFlow's model_dir argument: None = the SDK default (planner), False = no model_dir hyperparameter,
+    # str = as given
     model_dir: str | Literal[False] | None = None

@@ -30,7 +30,7 @@ def channel_from_training_input(value: Any) -> Any:
     out.update(source)  # FileSystemDataSource and the like: reported as unknown keys
     renames = {"InputMode": "input_mode", "ContentType": "content_type"}
     for key, val in config.items():
-        out[renames.get(key, key)] = val
+        out[renames[key] if key in renames else key] = val
     return out
 
 
@@ -64,7 +64,8 @@ def plain_arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
     dist = out.get("distribution")
     if isinstance(dist, dict) and isinstance(dist.get("instance_groups"), (list, tuple)):
         dist = dict(dist)
-        dist["instance_groups"] = [g.instance_group_name if is_instance_group(g) else g for g in dist["instance_groups"]]
+        dist["instance_groups"] = [g.instance_group_name if is_instance_group(g) else g
+                                   for g in dist["instance_groups"]]
         out["distribution"] = dist
     return out
 

@@ -11,7 +11,8 @@ Precedence (first match wins; every other enabled block must agree with it or is
   8. nothing enabled                                  → single (python <entry> on each host)
 `mpi.processes_per_host` without `mpi.enabled` is allowed next to any multi-process launcher: the container reads it
 for every runner (sagemaker_mpi_num_of_processes_per_host), so it is the one knob for processes per host.
-Processes per host otherwise: the instance's GPUs, else its Neuron cores, else 1 (local_gpu: 1; GPUs are found at run time).
+Processes per host otherwise: the instance's GPUs, else its Neuron cores, else 1 (local_gpu: 1; GPUs are found at run
+time).
 """
 from __future__ import annotations
 
@@ -69,23 +70,26 @@ def _smp_version(dist: Distribution, td: bool, mpi_on: bool) -> tuple[Strategy |
     v1, v2 = sorted(given & V1_KEYS), sorted(given & V2_KEYS)
     params_path = f"{D}.smdistributed.modelparallel.parameters"
     if td and mpi_on:
-        return None, [item(f"{D}.mpi.enabled", "SMP cannot be launched by both torchrun and mpirun: keep torch_distributed "
-                                               "for SMP v2 or mpi for SMP v1", True)]
+        return None, [item(f"{D}.mpi.enabled",
+                           "SMP cannot be launched by both torchrun and mpirun: keep torch_distributed "
+                           "for SMP v2 or mpi for SMP v1", True)]
     if not td and not mpi_on:
         if v2 and not v1:
             msg = f"SMP v2 parameters ({', '.join(v2)}) need torch_distributed: {{enabled: true}} next to smdistributed"
             return None, [item(f"{D}.torch_distributed", msg)]
         if v1 and not v2:
-            msg = f"SMP v1 parameters ({', '.join(v1)}) need mpi: {{enabled: true, processes_per_host: N}} next to smdistributed"
+            msg = (f"SMP v1 parameters ({', '.join(v1)}) need mpi: {{enabled: true, processes_per_host: N}} "
+                   "next to smdistributed")
             return None, [item(f"{D}.mpi", msg)]
         return None, [item(f"{D}.smdistributed.modelparallel", "needs a launcher: add mpi: {enabled: true} (SMP v1) or "
                                                                 "torch_distributed: {enabled: true} (SMP v2)")]
     strategy: Strategy = "smp_v2" if td else "smp_v1"
-    wrong, version, launcher, other = (v1, "v1", "torch_distributed (SMP v2)", "mpi") if td else (v2, "v2", "mpi (SMP v1)",
-                                                                                                   "torch_distributed")
+    wrong, version, launcher, other = ((v1, "v1", "torch_distributed (SMP v2)", "mpi") if td
+                                       else (v2, "v2", "mpi (SMP v1)", "torch_distributed"))
     errors = [
-        item(f"{params_path}.{key}", f"is an SMP {version} parameter, which {launcher} does not use; remove it, or launch "
-                                     f"with {other} for SMP {version}", getattr(dist.smp_parameters, key))
+        item(f"{params_path}.{key}",
+             f"is an SMP {version} parameter, which {launcher} does not use; remove it, or launch "
+             f"with {other} for SMP {version}", getattr(dist.smp_parameters, key))
         for key in wrong
     ]
     return strategy, errors
@@ -96,37 +100,45 @@ def _conflicts(dist: Distribution, strategy: Strategy | None, flags: dict[str, b
     td, mpi_on, pddp, ps, mwms = (flags[k] for k in ("td", "mpi", "pddp", "ps", "mwms"))
     sm_on = flags["dp"] or flags["mp"]
     if flags["dp"] and flags["mp"]:
-        out.append(item(f"{D}.smdistributed", "cannot use more than one smdistributed strategy; choose dataparallel or modelparallel"))
+        out.append(item(f"{D}.smdistributed",
+                        "cannot use more than one smdistributed strategy; choose dataparallel or modelparallel"))
     if pddp and sm_on:
         out.append(item(f"{D}.pytorchddp", "cannot be combined with smdistributed (SageMaker turns pytorchddp into "
                                            "smdistributed.dataparallel); keep one", True))
     if strategy == "smddp":
         if td:
-            out.append(item(f"{D}.torch_distributed", "smdistributed.dataparallel launches with mpirun, torch_distributed with "
-                                                      "torchrun; keep one (to use the smddp backend under torchrun, enable only "
-                                                      "torch_distributed and call init_process_group(backend='smddp'))", True))
+            out.append(item(f"{D}.torch_distributed",
+                            "smdistributed.dataparallel launches with mpirun, torch_distributed with "
+                            "torchrun; keep one (to use the smddp backend under torchrun, enable only "
+                            "torch_distributed and call init_process_group(backend='smddp'))", True))
         if mpi_on:
-            out.append(item(f"{D}.mpi.enabled", "smdistributed.dataparallel starts its own mpirun; with mpi.enabled the "
-                                                "container would run plain MPI instead. Remove it (MPI flags go in "
-                                                "smdistributed.dataparallel.custom_mpi_options)", True))
+            out.append(item(f"{D}.mpi.enabled",
+                            "smdistributed.dataparallel starts its own mpirun; with mpi.enabled the "
+                            "container would run plain MPI instead. Remove it (MPI flags go in "
+                            "smdistributed.dataparallel.custom_mpi_options)", True))
     if strategy == "pytorchddp":
         if td:
-            out.append(item(f"{D}.torch_distributed", "pytorchddp (mpirun) and torch_distributed (torchrun) are two launchers; "
-                                                      "keep one", True))
+            out.append(item(f"{D}.torch_distributed",
+                            "pytorchddp (mpirun) and torch_distributed (torchrun) are two launchers; "
+                            "keep one", True))
         if mpi_on:
             out.append(item(f"{D}.mpi.enabled", "pytorchddp starts its own mpirun; remove mpi.enabled (MPI flags go in "
                                                 "pytorchddp.custom_mpi_options)", True))
     if strategy == "torch_distributed" and mpi_on:
         out.append(item(f"{D}.mpi.enabled", "torch_distributed (torchrun) and mpi (mpirun) are two launchers; keep one "
-                                            "(mpi.processes_per_host without enabled sets the processes per host)", True))
+                                            "(mpi.processes_per_host without enabled sets the processes per host)",
+                        True))
     if ps and (mpi_on or td or pddp or sm_on):
-        out.append(item(f"{D}.parameter_server", "cannot be combined with MPI, torchrun or smdistributed launchers; keep one", True))
+        out.append(item(f"{D}.parameter_server",
+                        "cannot be combined with MPI, torchrun or smdistributed launchers; keep one", True))
     if mwms and (sm_on or ps or mpi_on or td or pddp):
-        out.append(item(f"{D}.multi_worker_mirrored_strategy", "cannot be combined with smdistributed, parameter_server, mpi or "
-                                                               "torch_distributed; keep one", True))
+        out.append(item(f"{D}.multi_worker_mirrored_strategy",
+                        "cannot be combined with smdistributed, parameter_server, mpi or "
+                        "torch_distributed; keep one", True))
     if flags["xla"]:
-        out.append(item(f"{D}.pytorchxla.enabled", "PyTorch/XLA needs SageMaker Training Compiler, which smdist-launcher does "
-                                                   "not support; use torch_distributed", True))
+        out.append(item(f"{D}.pytorchxla.enabled",
+                        "PyTorch/XLA needs SageMaker Training Compiler, which smdist-launcher does "
+                        "not support; use torch_distributed", True))
     return out
 
 
@@ -135,7 +147,8 @@ def _mpi_options(dist: Distribution, strategy: Strategy | None) -> tuple[str, li
     sources = {
         f"{D}.mpi.custom_mpi_options": dist.mpi.custom_mpi_options if dist.mpi else None,
         f"{D}.smdistributed.dataparallel.custom_mpi_options":
-            dist.smdistributed.dataparallel.custom_mpi_options if dist.smdistributed and dist.smdistributed.dataparallel else None,
+            dist.smdistributed.dataparallel.custom_mpi_options
+            if dist.smdistributed and dist.smdistributed.dataparallel else None,
         f"{D}.pytorchddp.custom_mpi_options": dist.pytorchddp.custom_mpi_options if dist.pytorchddp else None,
     }
     used_by = {"mpi": f"{D}.mpi.custom_mpi_options", "smp_v1": f"{D}.mpi.custom_mpi_options",
@@ -177,7 +190,8 @@ def decide(dist: Distribution | None, instance: InstanceInfo | None) -> Launch:
     errors = _enabled_missing(dist)
     flags = {
         "td": dist.on("torch_distributed"), "mpi": dist.on("mpi"), "pddp": dist.on("pytorchddp"),
-        "ps": dist.on("parameter_server"), "mwms": dist.on("multi_worker_mirrored_strategy"), "xla": dist.on("pytorchxla"),
+        "ps": dist.on("parameter_server"), "mwms": dist.on("multi_worker_mirrored_strategy"),
+        "xla": dist.on("pytorchxla"),
         "dp": dist.dataparallel_on, "mp": dist.modelparallel_on,
     }
     strategy: Strategy | None = "single"
@@ -193,14 +207,16 @@ def decide(dist: Distribution | None, instance: InstanceInfo | None) -> Launch:
     pph = default_processes_per_host(instance)
     mpi = dist.mpi
     if mpi is not None and mpi.enabled is None and strategy is not None and strategy not in MULTI_PROCESS:
-        errors.append(item(f"{D}.mpi.enabled", "is missing; set enabled: true to launch with mpirun, or remove the block"))
+        errors.append(item(f"{D}.mpi.enabled",
+                           "is missing; set enabled: true to launch with mpirun, or remove the block"))
     elif mpi is not None and mpi.processes_per_host is not None and strategy is not None:
         if strategy in MULTI_PROCESS:
             pph = mpi.processes_per_host
         else:
-            errors.append(item(f"{D}.mpi.processes_per_host", f"{strategy} runs one process per host; processes_per_host "
-                                                              "needs a multi-process launcher (torch_distributed, mpi, "
-                                                              "pytorchddp or smdistributed)", mpi.processes_per_host))
+            errors.append(item(f"{D}.mpi.processes_per_host",
+                               f"{strategy} runs one process per host; processes_per_host "
+                               "needs a multi-process launcher (torch_distributed, mpi, "
+                               "pytorchddp or smdistributed)", mpi.processes_per_host))
     if strategy is not None and strategy not in MULTI_PROCESS:
         pph = 1
     return Launch(strategy=strategy, processes_per_host=pph, custom_mpi_options=options, errors=errors)

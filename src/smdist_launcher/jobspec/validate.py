@@ -22,13 +22,17 @@ if TYPE_CHECKING:  # pragma: no cover
 _MAX_PASSES = 6
 
 # unknown top-level arguments with a better explanation than did-you-mean
-_RENAMED_V1 = {"train_instance_type": "instance_type", "train_instance_count": "instance_count", "train_volume_size": "volume_size",
-               "train_max_run": "max_run", "train_use_spot_instances": "use_spot_instances", "train_max_wait": "max_wait",
+_RENAMED_V1 = {"train_instance_type": "instance_type", "train_instance_count": "instance_count",
+               "train_volume_size": "volume_size",
+               "train_max_run": "max_run", "train_use_spot_instances": "use_spot_instances",
+               "train_max_wait": "max_wait",
                "train_volume_kms_key": "volume_kms_key", "image_name": "image_uri", "distributions": "distribution"}
 _NOT_CONSTRUCTOR = {
     "inputs": "inputs are given to fit(inputs=...), not to the estimator (a job file may have an inputs key)",
-    "job_name": "the job name is given to fit(job_name=...) or plan(job_name=...) (a job file may have a job_name key)",
-    "framework": "the framework is chosen by the estimator class (PyTorch, TensorFlow, ...) or a job file's framework key",
+    "job_name": "the job name is given to fit(job_name=...) or plan(job_name=...) "
+                "(a job file may have a job_name key)",
+    "framework": "the framework is chosen by the estimator class (PyTorch, TensorFlow, ...) "
+                 "or a job file's framework key",
 }
 
 
@@ -130,9 +134,10 @@ def _broken_paths(exc: PydanticValidationError, model: type[EstimatorArgs], data
         loc = tuple(p for p in err["loc"] if p != "[key]")
         if err["type"] == "extra_forbidden":
             meant = intended_loc(model, loc)
-            loc = meant if meant is not None and not _given(data, meant) else None
-        if loc is not None:
-            out.add(join_path(*loc))
+            if meant is None or _given(data, meant):
+                continue
+            loc = meant
+        out.add(join_path(*loc))
     return frozenset(out)
 
 
@@ -176,10 +181,13 @@ def collect(
 ) -> Outcome:
     """Validate without raising: the job-file loader merges these errors with its own."""
     if framework not in FRAMEWORKS:
-        return Outcome(None, [item("framework", f"must be one of {', '.join(FRAMEWORKS)}{did_you_mean(framework, FRAMEWORKS)}",
+        return Outcome(None, [item("framework",
+                                   f"must be one of {', '.join(FRAMEWORKS)}{did_you_mean(framework, FRAMEWORKS)}",
                                    framework)])
     if not isinstance(args, dict):
-        return Outcome(None, [item("<root>", f"estimator arguments must be a mapping of argument names to values, got {show(args)}",
+        return Outcome(None, [item("<root>",
+                                   "estimator arguments must be a mapping of argument names to values, "
+                                   f"got {show(args)}",
                                    args)])
     from .estimator_args import args_model_for
 

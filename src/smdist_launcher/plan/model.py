@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 # One definition of "secret", shared with the runtime (which must not import pydantic).
 from ..contract.secrets import REDACTED, is_secret_key, redact_plan
 
+# A job's input channel, resolved: defined with the job's schema, held by the plan.
+from ..jobspec.channel import Channel
+
 Launcher = Literal["python", "torchrun", "mpirun", "parameter_server"]
 HostRole = Literal["node", "mpi_master", "mpi_worker", "ps"]
 
@@ -47,13 +50,6 @@ class InstanceGroupPlan(_Model):
     instance_type: str
     hosts: list[str]
     distribution: bool = False   # its hosts run the distribution's ranks; the others run the script once, alone
-
-
-class Channel(_Model):
-    uri: str
-    input_mode: Literal["File", "Pipe", "FastFile"] = "File"
-    content_type: str | None = None
-    distribution: Literal["FullyReplicated", "ShardedByS3Key"] = "FullyReplicated"
 
 
 class LaunchPlan(_Model):

@@ -1,6 +1,6 @@
 """Training jobs of the endpoint: a CreateTrainingJob request becomes a local-mode job on this machine, run by the
-backend serve was started with (process, netns or docker: backends.registry, through backends/api.py); its record gives DescribeTrainingJob's
-status and secondary-status transitions."""
+backend serve was started with (process, netns or docker: backends.registry, through backends/api.py); its record
+gives DescribeTrainingJob's status and secondary-status transitions."""
 from __future__ import annotations
 
 import shutil
@@ -215,10 +215,10 @@ class Jobs:
         status = self.status(job)
         if status in ("Completed", "Failed", "Stopped"):
             final = record.status if record else "Failed"
-            secondary, message = _FINAL_SECONDARY.get(final, _FINAL_SECONDARY[status])
+            final_secondary, message = _FINAL_SECONDARY.get(final, _FINAL_SECONDARY[status])
             end = (record.ended if record and record.ended else job.ended) or time.time()
             out[-1].setdefault("EndTime", end)
-            out.append({"Status": secondary, "StartTime": end, "EndTime": end, "StatusMessage": message})
+            out.append({"Status": final_secondary, "StartTime": end, "EndTime": end, "StatusMessage": message})
         return out
 
     def describe(self, name: str) -> dict[str, Any]:

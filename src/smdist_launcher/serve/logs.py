@@ -16,7 +16,8 @@ PAGE = 1000
 
 
 def _raw(line: str, host: str) -> str:
-    """The line as the process wrote it: local mode's `[algo-1 r0] ` prefix is the reader's job (CloudWatch has none)."""
+    """The line as the process wrote it: local mode's `[algo-1 r0] ` prefix is the reader's job (CloudWatch has
+    none)."""
     if line.startswith(f"[{host}") and "] " in line:
         return line.split("] ", 1)[1]
     return line
@@ -74,7 +75,7 @@ class LogStreams:
                     out.append({"logStreamName": name, "creationTime": int(served.created * 1000),
                                 "firstEventTimestamp": stream.events[0][0] if stream.events else last,
                                 "lastEventTimestamp": last, "lastIngestionTime": last, "storedBytes": 0})
-        out.sort(key=lambda s: s["logStreamName"], reverse=bool(params.get("descending")))
+        out.sort(key=lambda s: str(s["logStreamName"]), reverse=bool(params.get("descending")))
         return {"logStreams": out[: int(params.get("limit") or 50)]}
 
     def get_events(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -59,7 +59,7 @@ def _handler(endpoint: Endpoint, keys: KeyPair, allowed_hosts: frozenset[str]) -
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:  # http.server's name
             try:
                 length = int(self.headers.get("Content-Length") or 0)
             except ValueError:
@@ -84,7 +84,7 @@ def _handler(endpoint: Endpoint, keys: KeyPair, allowed_hosts: frozenset[str]) -
             self.close_connection = True
             self._answer(405, ApiError("UnknownOperationException", f"{self.command} is not supported", 405).body())
 
-        do_GET = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _refuse_method  # noqa: N815
+        do_GET = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _refuse_method
 
         def _answer(self, status: int, body: bytes) -> None:
             self.send_response(status)
@@ -95,7 +95,7 @@ def _handler(endpoint: Endpoint, keys: KeyPair, allowed_hosts: frozenset[str]) -
             if self.command != "HEAD":
                 self.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+        def log_message(self, format: str, *args: Any) -> None:  # http.server's signature
             sys.stderr.write(f"[smdist serve] {self.address_string()} {format % args}\n")
 
     return Handler

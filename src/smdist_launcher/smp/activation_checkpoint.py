@@ -1,7 +1,7 @@
 """Activation checkpointing of transformer blocks (non-reentrant, so it composes with FSDP2 and DTensor)."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from torch import nn
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
@@ -39,6 +39,7 @@ def apply_activation_checkpointing(model: nn.Module, blocks: list[str] | None = 
     for i, path in enumerate(names):
         if i % every or (check_fn is not None and not check_fn(path)):
             continue
-        _replace(model, path, checkpoint_wrapper(model.get_submodule(path), checkpoint_impl=CheckpointImpl.NO_REENTRANT))
+        wrapper = checkpoint_wrapper(model.get_submodule(path), checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+        _replace(model, path, wrapper)
         wrapped.append(path)
     return wrapped

@@ -25,7 +25,7 @@ from torch import nn
 
 @dataclass(eq=False)
 class _Saved:
-    group: "_Group"
+    group: _Group
     device_tensor: torch.Tensor | None  # until the copy-out is queued; kept for the last group
     host: torch.Tensor | None = None
     loaded: torch.Tensor | None = None
@@ -48,7 +48,7 @@ def _is_param(t: torch.Tensor) -> bool:
 class _Pass:
     """One forward (with grad) of the wrapped module and the backward that consumes it."""
 
-    def __init__(self, offloader: "CheckpointOffloader") -> None:
+    def __init__(self, offloader: CheckpointOffloader) -> None:
         self.o = offloader
         self.groups: list[_Group] = [_Group(0)]
         self.closed: list[_Group] = []  # complete groups whose copy-out waits for the next layer's start

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 from ..contract.smp_parameters import V1_KEYS
 from ..errors import ErrorItem, ValidationError
@@ -127,7 +128,8 @@ def parse_config(raw: Mapping[str, Any], where: str = KEY_PATH) -> SMPConfig:
                                 "must be >= 0 (0: shard over all data-parallel ranks, 1: no sharding, "
                                 "N: shard over N ranks and replicate across the rest)", values["hybrid_shard_degree"]))
     if values.get("activation_loading_horizon") is not None and values["activation_loading_horizon"] < 1:
-        errors.append(ErrorItem(f"{where}.activation_loading_horizon", "must be >= 1", values["activation_loading_horizon"]))
+        errors.append(ErrorItem(f"{where}.activation_loading_horizon", "must be >= 1",
+                                values["activation_loading_horizon"]))
     if errors:
         raise ValidationError(errors)
     return SMPConfig(**{k: v for k, v in values.items() if v is not None or k == "random_seed"})
@@ -153,9 +155,11 @@ def check_against_world(cfg: SMPConfig, world_size: int, where: str = KEY_PATH) 
                                     f"must be <= hybrid_shard_degree ({hsd or dp})", cp))
     if ep > 1 and tp > 1:
         errors.append(ErrorItem(f"{where}.expert_parallel_degree",
-                                "is not compatible with tensor_parallel_degree > 1 (as in SMP); set one of them to 1", ep))
+                                "is not compatible with tensor_parallel_degree > 1 (as in SMP); set one of them to 1",
+                                ep))
     if ep > 1 and world_size % ep:
-        errors.append(ErrorItem(f"{where}.expert_parallel_degree", f"must divide the number of processes ({world_size})", ep))
+        errors.append(ErrorItem(f"{where}.expert_parallel_degree",
+                                f"must divide the number of processes ({world_size})", ep))
     if errors:
         raise ValidationError(errors)
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
-from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_state_dict, set_state_dict)
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 from torch.optim import Optimizer
 
 _PENDING: list[Future] = []
@@ -33,7 +33,7 @@ def _cpu_capable(process_group: Any) -> Any:
     own members only (use_local_synchronization: every member calls async_save with it, in the same order)."""
     if not dist.is_initialized():
         return process_group
-    group = process_group if process_group is not None else dist.group.WORLD
+    group = cast(dist.ProcessGroup, process_group if process_group is not None else dist.group.WORLD)
     if torch.device("cpu") in group._device_types:
         return process_group
     ranks = tuple(dist.get_process_group_ranks(group))
@@ -92,8 +92,9 @@ def async_save(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike |
     """Stage to host memory and write in the background; call :func:`maybe_finalize_async_calls` later.
     ``queue`` (SMP's queue of pending saves) is accepted; this runtime keeps its own list."""
     _group_members(process_group, coordinator_rank)
-    future = dcp.async_save(state_dict, process_group=_cpu_capable(process_group), planner=planner,
-                            **_storage(checkpoint_id, storage_writer, None, write=True))
+    # no async_stager: dcp returns a plain Future, not an AsyncSaveResponse
+    future = cast(Future, dcp.async_save(state_dict, process_group=_cpu_capable(process_group), planner=planner,
+                                         **_storage(checkpoint_id, storage_writer, None, write=True)))
     _PENDING.append(future)
     return future
 
@@ -123,7 +124,7 @@ def _restore_local_optimizers(state_dict: Any) -> None:
     values = state_dict.values() if isinstance(state_dict, dict) else ()
     for value in values:
         if isinstance(value, LocalOptimizerState):
-            for group, saved in zip(value.optimizer.param_groups, value.get("param_groups") or []):
+            for group, saved in zip(value.optimizer.param_groups, value.get("param_groups") or [], strict=False):
                 group.update({k: v for k, v in saved.items() if k != "params"})
         elif isinstance(value, dict):
             _restore_local_optimizers(value)

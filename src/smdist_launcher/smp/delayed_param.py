@@ -7,7 +7,8 @@ Mirrors SMP v2's ``torch.sagemaker.delayed_param``: ``init_empty_weights()`` to 
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -26,7 +27,7 @@ def _reset(module: nn.Module, init_method: InitMethod | None) -> None:
     if init_method is not None:
         init_method(module)
     elif hasattr(module, "reset_parameters"):
-        module.reset_parameters()
+        cast(Any, module).reset_parameters()  # Module.__getattr__ is typed as Tensor | Module
 
 
 def _direct_tensors(module: nn.Module) -> list[torch.Tensor]:
@@ -63,7 +64,8 @@ class DelayedParamIniter:
     def get_param_init_fn(self) -> Callable[[nn.Module], None]:
         """For FSDP1's ``param_init_fn``: materialize one module's own tensors on the current device."""
         def init_fn(module: nn.Module) -> None:
-            device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+            device = (torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available()
+                      else torch.device("cpu"))
             for sub in module.modules():
                 if any(t.is_meta for t in _direct_tensors(sub)):
                     sub.to_empty(device=device, recurse=False)
@@ -75,7 +77,7 @@ class DelayedParamIniter:
         """Re-tie weights that to_empty untied (e.g. embedding and LM head)."""
         def post(module: nn.Module) -> None:
             if hasattr(module, "tie_weights"):
-                module.tie_weights()
+                cast(Any, module).tie_weights()
         return post
 
     @contextlib.contextmanager

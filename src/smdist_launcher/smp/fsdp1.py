@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, cast
 
 from torch import nn
 from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
@@ -93,7 +94,7 @@ def install() -> None:
         tp_sharded = _tp_sharded_names(module) if state.initialized and state.tensor_parallel_degree > 1 else None
         original(self, module, process_group, sharding_strategy, *args, **kwargs)
         if tp_sharded is not None:
-            self._smp_tp_sharded_fqns = tp_sharded  # for tsm's clip_grad_norm_
+            cast(Any, self)._smp_tp_sharded_fqns = tp_sharded  # for tsm's clip_grad_norm_
         if post_param_init_fn is not None:
             post_param_init_fn(self)
 

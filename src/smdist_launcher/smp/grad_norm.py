@@ -7,7 +7,8 @@ that hold different pieces, replicated ones are not.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -51,7 +52,8 @@ def _fsdp1_with_tp(model: FullyShardedDataParallel, norm_type: float) -> torch.T
     if tp_sharded is None:
         raise RuntimeError("smp: clip_grad_norm_ with tensor parallelism needs FSDP(..., use_orig_params=True) over "
                            "a model from tsm.transform")
-    sharded, replicated = [], []
+    sharded: list[torch.Tensor] = []
+    replicated: list[torch.Tensor] = []
     for name, p in model.named_parameters():
         if p.grad is None:
             continue
@@ -129,5 +131,6 @@ def clip_grad_norm_(model: nn.Module | Iterable[nn.Parameter], max_norm: float, 
     coef = max_norm / (float(total) + 1e-6)
     if coef < 1.0:
         for p in params:
-            p.grad.mul_(coef)
+            if p.grad is not None:  # (params holds only those with one)
+                p.grad.mul_(coef)
     return total

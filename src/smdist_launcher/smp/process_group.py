@@ -54,8 +54,9 @@ def ensure_initialized(timeout_s: float | None = None) -> None:
             "with MASTER_ADDR/MASTER_PORT exported (the launcher sets them)")
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank() % torch.cuda.device_count())
-    kwargs = {} if timeout_s is None else {"timeout": timedelta(seconds=timeout_s)}
+    timeout = None if timeout_s is None else timedelta(seconds=timeout_s)  # None: torch's default
     if torch.cuda.is_available():
-        dist.init_process_group("cuda:nccl,cpu:gloo", device_id=torch.device("cuda", torch.cuda.current_device()), **kwargs)
+        dist.init_process_group("cuda:nccl,cpu:gloo", timeout=timeout,
+                                device_id=torch.device("cuda", torch.cuda.current_device()))
     else:
-        dist.init_process_group("gloo", **kwargs)
+        dist.init_process_group("gloo", timeout=timeout)

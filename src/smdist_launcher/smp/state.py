@@ -4,7 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 
 from . import process_group
@@ -53,7 +52,7 @@ class SMPState:
         return self.cfg.activation_loading_horizon
 
     @property
-    def ranker(self) -> "Ranker":
+    def ranker(self) -> Ranker:
         """Coordinates of any global rank in the (replicate, shard, tp) layout."""
         return Ranker(self.layout or MeshLayout(replicate=1, shard=self.world_size, tp=1))
 

@@ -16,7 +16,8 @@ import atexit
 import gc
 import sys
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch.distributed as dist
 

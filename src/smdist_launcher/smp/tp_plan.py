@@ -11,8 +11,13 @@ from dataclasses import dataclass, field
 
 from torch import nn
 from torch.distributed.tensor import Replicate, Shard
-from torch.distributed.tensor.parallel import (ColwiseParallel, ParallelStyle, PrepareModuleInput, RowwiseParallel,
-                                               SequenceParallel)
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    ParallelStyle,
+    PrepareModuleInput,
+    RowwiseParallel,
+    SequenceParallel,
+)
 
 # Names seen in HF Llama/Mistral/Qwen, torchtitan, GPT-NeoX and GPT-2-style (unfused) blocks.
 COLWISE_NAMES = frozenset({"q_proj", "k_proj", "v_proj", "wq", "wk", "wv", "query", "key", "value",
@@ -119,7 +124,7 @@ def infer_plan(model: nn.Module, sequence_parallel: bool = True) -> TPPlan:
                                                            desired_input_layouts=(Replicate(),))
             elif sp and kid_name in NORM_NAMES:
                 plan.styles[path] = SequenceParallel()
-    if sp:
+    if sp and embed is not None and head is not None and final_norm is not None:  # (sp says so; for mypy)
         plan.styles[embed] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))
         plan.styles[final_norm] = SequenceParallel()
         plan.styles[head] = ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate())

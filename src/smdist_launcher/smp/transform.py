@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -84,7 +85,7 @@ def transform(model: nn.Module, device: torch.device | str | None = None, dtype:
                              "plan (attention/MLP projection names or chained nn.Linear layers); pass plan=")
         parallelize_module(model, state.tp_mesh, chosen.styles)
         divide_head_counts(model, chosen.attention_modules, tp)
-        model._smp_tp_plan = chosen  # type: ignore[attr-defined]
+        cast(Any, model)._smp_tp_plan = chosen
     # Scripts select SMP's blocks with isinstance(m, TransformerLayer) (auto-wrap and checkpointing policies).
     mark_transformer_layers(model, find_blocks(model))
     return model

@@ -45,7 +45,7 @@ class PrivateEngine:
         self.env = {**os.environ, "DOCKER_HOST": f"unix://{self.sock}"}
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout_s: float = 120) -> "PrivateEngine":
+    def start(self, timeout_s: float = 120) -> PrivateEngine:
         subprocess.run(["ip", "netns", "add", self.netns], check=True, timeout=30)
         subprocess.run(["ip", "-n", self.netns, "link", "set", "lo", "up"], check=True, timeout=30)
         log = open(self.state / "dockerd.log", "wb")  # noqa: SIM115 - dockerd writes to it until stop()
@@ -125,7 +125,8 @@ def _lock(f, timeout_s: float) -> None:
             return
         except BlockingIOError:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"another build of the docker test base held {f.name} for {timeout_s:.0f} s") from None
+                raise TimeoutError(
+                    f"another build of the docker test base held {f.name} for {timeout_s:.0f} s") from None
             time.sleep(1)
 
 

@@ -7,7 +7,7 @@ import tarfile
 import pytest
 
 from smdist_launcher.backends.docker.image import EngineUnavailable
-from smdist_launcher.backends.local import records
+from smdist_launcher.backends.toolkit import records
 from smdist_launcher.backends.toolkit.process_sweep import job_processes
 from smdist_launcher.estimators.base import estimator_from_job_file
 

@@ -6,16 +6,14 @@ from __future__ import annotations
 import os
 import signal
 import tarfile
-import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from smdist_launcher.backends.local import records
-from smdist_launcher.backends.toolkit.process_sweep import job_processes
 from smdist_launcher.backends.netns.job import run_job
 from smdist_launcher.backends.netns.network import NETNS_DIR, processes_in
+from smdist_launcher.backends.toolkit import records
+from smdist_launcher.backends.toolkit.process_sweep import job_processes
 from smdist_launcher.errors import JobFailedError
 from smdist_launcher.estimators.base import estimator_from_job_file
 

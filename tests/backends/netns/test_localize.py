@@ -1,4 +1,5 @@
-"""Hosts with a network of their own (netns, docker) talk over eth0: their copy of a local plan names eth0 wherever the plan named lo."""
+"""Hosts with a network of their own (netns, docker) talk over eth0: their copy of a local plan names eth0
+wherever the plan named lo."""
 from __future__ import annotations
 
 from smdist_launcher import PyTorch

@@ -25,4 +25,5 @@ def code_dir(tmp_path: Path) -> Path:
 def kwargs(code_dir: Path) -> dict[str, Any]:
     return dict(entry_point="train.py", source_dir=str(code_dir), role=ROLE, instance_type="ml.p4d.24xlarge",
                 instance_count=2, framework_version="2.3", py_version="py311", hyperparameters={"epochs": 2},
-                distribution={"torch_distributed": {"enabled": True}}, environment={"HF_TOKEN": "hf-secret", "MODE": "fast"})
+                distribution={"torch_distributed": {"enabled": True}},
+                environment={"HF_TOKEN": "hf-secret", "MODE": "fast"})

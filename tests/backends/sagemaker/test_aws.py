@@ -25,16 +25,19 @@ def no_aws_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # an earlier test's session caches its credentials
 
 
-def test_no_region_then_no_credentials(no_aws_setup: None, kwargs: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_region_then_no_credentials(no_aws_setup: None, kwargs: dict[str, Any],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
     est = PyTorch(**kwargs)
     with pytest.raises(AwsSetupError) as info:
         est.fit("s3://bucket/train", wait=False)
-    assert str(info.value).startswith("region: no AWS region: pass region='us-west-2' to the estimator, set AWS_DEFAULT_REGION")
+    assert str(info.value).startswith("region: no AWS region: pass region='us-west-2' to the estimator, "
+                                      "set AWS_DEFAULT_REGION")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
     with pytest.raises(AwsSetupError) as info:
         est.fit("s3://bucket/train", wait=False)
     message = str(info.value)
-    assert "\n" not in message and message.startswith("credentials: unable to locate credentials; set AWS_ACCESS_KEY_ID")
+    assert "\n" not in message and message.startswith("credentials: unable to locate credentials; "
+                                                      "set AWS_ACCESS_KEY_ID")
     assert info.value.__suppress_context__            # botocore's traceback is not chained below it
     assert isinstance(info.value, ValueError)         # what the CLI reports as bad input (exit 2)
 

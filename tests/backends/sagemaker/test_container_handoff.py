@@ -31,7 +31,8 @@ def _host_root(root: Path, described: dict[str, Any]) -> None:
         "instance_groups": [{"instance_group_name": "homogeneousCluster", "instance_type": resource["InstanceType"],
                              "hosts": ["algo-1"]}]}))
     (config / "inputdataconfig.json").write_text(json.dumps({
-        c["ChannelName"]: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
+        c["ChannelName"]: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated",
+                           "RecordWrapperType": "None"}
         for c in described["InputDataConfig"]}))
 
 
@@ -40,7 +41,8 @@ def test_runtime_finds_the_plan_in_the_uploaded_code(moto_endpoint: str, monkeyp
                                                     kwargs: dict[str, Any], tmp_path: Path) -> None:
     use_moto(monkeypatch, moto_endpoint)
     code = Path(kwargs["source_dir"])
-    (code / "train.py").write_text("import os\nprint('token ok' if os.environ.get('HF_TOKEN') == 'hf-secret' else 'no token')\n"
+    (code / "train.py").write_text("import os\n"
+                                   "print('token ok' if os.environ.get('HF_TOKEN') == 'hf-secret' else 'no token')\n"
                                    "open(os.path.join(os.environ['SM_MODEL_DIR'], 'model.txt'), 'w').write('m')\n")
     est = PyTorch(**{**kwargs, "instance_type": "ml.c5.xlarge", "instance_count": 1, "distribution": None})
     job_name = f"handoff-{time.monotonic_ns() % 10**12}"

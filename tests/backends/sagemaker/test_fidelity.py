@@ -80,7 +80,8 @@ def test_sdk_objects_are_accepted_by_shape(kwargs: dict[str, Any]) -> None:
                                         "S3DataDistributionType": "ShardedByS3Key"}}}
     assert request["ResourceConfig"]["InstanceGroups"] == [
         {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "InstanceGroupName": "train"}]
-    assert request["TensorBoardOutputConfig"] == {"S3OutputPath": "s3://tb/logs", "LocalPath": "/opt/ml/output/tensorboard"}
+    assert request["TensorBoardOutputConfig"] == {"S3OutputPath": "s3://tb/logs",
+                                                  "LocalPath": "/opt/ml/output/tensorboard"}
     alone = _request(PyTorch(**kwargs), TrainingInput("s3://data/all"))
     assert [c["ChannelName"] for c in alone["InputDataConfig"]] == ["training"]
     manifest = TrainingInput("s3://data/m")
@@ -102,12 +103,14 @@ def test_smddp_on_tensorflow_2_12_and_later_is_refused(kwargs: dict[str, Any]) -
 def test_image_without_smdistributed_is_refused(kwargs: dict[str, Any]) -> None:
     image = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.0.1-gpu-py310-cu121-ubuntu20.04-sagemaker"
     with pytest.raises(ValidationError) as info:
-        PyTorch(**{**kwargs, "image_uri": image, "distribution": {"smdistributed": {"dataparallel": {"enabled": True}}}})
+        PyTorch(**{**kwargs, "image_uri": image,
+                   "distribution": {"smdistributed": {"dataparallel": {"enabled": True}}}})
     assert list(_paths(info)) == ["image_uri"]
     PyTorch(**{**kwargs, "image_uri": image})  # torch_distributed does not need the libraries
 
 
-@pytest.mark.parametrize("dist", [{"smdistributed": {"dataparallel": {"enabled": True}}}, {"pytorchddp": {"enabled": True}}])
+@pytest.mark.parametrize("dist", [{"smdistributed": {"dataparallel": {"enabled": True}}},
+                                  {"pytorchddp": {"enabled": True}}])
 def test_smddp_only_on_supported_instance_types(kwargs: dict[str, Any], dist: dict[str, Any]) -> None:
     for instance_type in ("ml.g5.48xlarge", "ml.p5.48xlarge", "ml.p3.8xlarge"):
         with pytest.raises(ValidationError) as info:

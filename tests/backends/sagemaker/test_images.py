@@ -94,6 +94,7 @@ def test_instance_groups_image_follows_the_accelerators(kwargs: dict) -> None:
     assert image_instance_type(_groups(kwargs, "ml.c5.18xlarge", "ml.m5.xlarge")[0]) == "ml.c5.18xlarge"
     # Trainium: the Neuron image (the SDK would take the first group's CPU image)
     plan, args = _groups({**kwargs, "framework_version": "1.11.0", "py_version": "py38"}, "ml.c5.18xlarge",
-                         "ml.trn1.32xlarge", distribution={"torch_distributed": {"enabled": True}, "instance_groups": ["g1"]})
+                         "ml.trn1.32xlarge",
+                         distribution={"torch_distributed": {"enabled": True}, "instance_groups": ["g1"]})
     assert image_instance_type(plan) == "ml.trn1.32xlarge"
     assert "/pytorch-training-neuron:1.11.0-neuron-py38" in image_uri(plan, args, "us-west-2")

@@ -71,7 +71,8 @@ def test_progress_plain_lines_show_each_transition() -> None:
     progress.log_line("[algo-1] hello")
     progress.update({"TrainingJobStatus": "Completed", "SecondaryStatus": "Completed", "SecondaryStatusTransitions": [
         {"Status": "Starting"}, {"Status": "Training"}]})
-    assert lines == ["[smdist] job-1: InProgress / Starting: Preparing", "[smdist] job-1: InProgress / Training: Running",
+    assert lines == ["[smdist] job-1: InProgress / Starting: Preparing",
+                     "[smdist] job-1: InProgress / Training: Running",
                      "[algo-1] hello", "[smdist] job-1: Completed / Completed"]
 
 
@@ -79,7 +80,8 @@ def test_progress_of_a_job_first_seen_ended_shows_each_transition_with_its_statu
     # a short job (or a slow first poll): the whole history arrives in one answer
     lines: list[str] = []
     Progress("job-1", lines.append).update({"TrainingJobStatus": "Completed", "SecondaryStatus": "Completed",
-                                             "SecondaryStatusTransitions": [{"Status": "Starting"}, {"Status": "Training"},
+                                             "SecondaryStatusTransitions": [{"Status": "Starting"},
+                                                                            {"Status": "Training"},
                                                                             {"Status": "Completed"}]})
     assert lines == ["[smdist] job-1: InProgress / Starting", "[smdist] job-1: InProgress / Training",
                      "[smdist] job-1: Completed / Completed"]
@@ -95,7 +97,8 @@ def test_progress_live_line_is_rewritten(monkeypatch: pytest.MonkeyPatch) -> Non
                                                                                       {"Status": "Training"}]})
     progress.log_line("[algo-1] x")
     progress.close()
-    assert out.getvalue() == "\r\x1b[2K[smdist] job-1: InProgress / Starting\r\x1b[2K[smdist] job-1: InProgress / Training\n"
+    assert out.getvalue() == ("\r\x1b[2K[smdist] job-1: InProgress / Starting"
+                              "\r\x1b[2K[smdist] job-1: InProgress / Training\n")
     assert lines == ["[algo-1] x"]
 
 

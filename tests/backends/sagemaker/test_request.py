@@ -44,7 +44,8 @@ def test_request_by_value(kwargs: dict[str, Any]) -> None:
 def test_every_optional_argument(kwargs: dict[str, Any]) -> None:
     est = PyTorch(**{**kwargs, "image_uri": "123.dkr.ecr.us-west-2.amazonaws.com/mine:1", "volume_size": 500,
                      "max_run": 3600, "use_spot_instances": True, "max_wait": 7200, "volume_kms_key": "vk",
-                     "output_kms_key": "ok", "checkpoint_s3_uri": "s3://ckpt/p", "checkpoint_local_path": "/opt/ml/checkpoints",
+                     "output_kms_key": "ok", "checkpoint_s3_uri": "s3://ckpt/p",
+                     "checkpoint_local_path": "/opt/ml/checkpoints",
                      "subnets": ["subnet-1"], "security_group_ids": ["sg-1"], "tags": {"team": "ml"},
                      "keep_alive_period_in_seconds": 600, "enable_network_isolation": True,
                      "encrypt_inter_container_traffic": True, "max_retry_attempts": 3, "disable_profiler": True,
@@ -58,7 +59,8 @@ def test_every_optional_argument(kwargs: dict[str, Any]) -> None:
     assert request["ResourceConfig"] == {"VolumeSizeInGB": 500, "InstanceCount": 2, "InstanceType": "ml.p4d.24xlarge",
                                          "VolumeKmsKeyId": "vk", "KeepAlivePeriodInSeconds": 600}
     assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200}
-    assert request["OutputDataConfig"] == {"S3OutputPath": "s3://out/prefix", "KmsKeyId": "ok", "CompressionType": "NONE"}
+    assert request["OutputDataConfig"] == {"S3OutputPath": "s3://out/prefix", "KmsKeyId": "ok",
+                                           "CompressionType": "NONE"}
     assert request["CheckpointConfig"] == {"S3Uri": "s3://ckpt/p", "LocalPath": "/opt/ml/checkpoints"}
     assert request["VpcConfig"] == {"Subnets": ["subnet-1"], "SecurityGroupIds": ["sg-1"]}
     assert request["Tags"] == [{"Key": "team", "Value": "ml"}]

@@ -35,7 +35,8 @@ INTENDED: dict[str, str] = {
 # example → fields that differ there only, and why
 INTENDED_PER_EXAMPLE: dict[str, dict[str, str]] = {
     "pytorchddp": {
-        "HyperParameters.sagemaker_pytorch_ddp_enabled": "pytorchddp is launched as itself, not rewritten to smdistributed",
+        "HyperParameters.sagemaker_pytorch_ddp_enabled":
+            "pytorchddp is launched as itself, not rewritten to smdistributed",
         "HyperParameters.sagemaker_distributed_dataparallel_enabled": "(same)",
         "HyperParameters.sagemaker_distributed_dataparallel_custom_mpi_options": "(same)",
     },
@@ -119,7 +120,8 @@ def test_request_matches_the_sdk(sdk: Any, name: str) -> None:
             _sdk_request(sdk, name)
         return
     theirs, ours = _flat(_sdk_request(sdk, name)), _flat(_our_request(name))
-    differences = {k: (theirs.get(k), ours.get(k)) for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k)}
+    differences = {k: (theirs.get(k), ours.get(k)) for k in sorted(set(theirs) | set(ours))
+                   if theirs.get(k) != ours.get(k)}
     unexplained = {k: v for k, v in differences.items() if not _intended(name, k)}
     assert not unexplained, f"{name}: fields that differ from the SDK (SDK, ours): {unexplained}"
     assert theirs["AlgorithmSpecification.TrainingImage"] == ours["AlgorithmSpecification.TrainingImage"]
@@ -205,7 +207,8 @@ def test_more_jobs_match_the_sdk(sdk: Any, case: str, tmp_path: Path) -> None:
     assert not differences, f"{case}: fields that differ from the SDK (SDK, ours): {differences}"
 
 
-# Heterogeneous clusters: the SDK's InstanceGroup objects, the data group first (so the distribution's master is algo-2).
+# Heterogeneous clusters: the SDK's InstanceGroup objects, the data group first
+# (so the distribution's master is algo-2).
 # case → fields that differ there only, and why (docs/sagemaker.md lists them)
 GROUP_INTENDED: dict[str, str] = {
     "HyperParameters.sagemaker_distribution_instance_groups": "written next to torch_distributed too, so the "
@@ -227,8 +230,9 @@ def _group_cases(sagemaker: Any, code: str) -> dict[str, tuple[str, dict[str, An
         # the SDK lists smdistributed.dataparallel versions one by one, up to 2.2.0
         "groups_smddp": ("pytorch", {**pytorch, "framework_version": "2.2.0", "py_version": "py310", "distribution": {
             "smdistributed": {"dataparallel": {"enabled": True}}, "instance_groups": [train]}}),
-        "groups_pytorchddp": ("pytorch", {**pytorch, "framework_version": "2.2.0", "py_version": "py310", "distribution": {
-            "pytorchddp": {"enabled": True}, "instance_groups": [train]}}),
+        "groups_pytorchddp": ("pytorch", {**pytorch, "framework_version": "2.2.0", "py_version": "py310",
+                                          "distribution": {"pytorchddp": {"enabled": True},
+                                                           "instance_groups": [train]}}),
         "groups_torch_distributed": ("pytorch", {**pytorch, "distribution": {
             "torch_distributed": {"enabled": True}, "instance_groups": [train]}}),
         "groups_tensorflow_horovod": ("tensorflow", {
@@ -239,8 +243,8 @@ def _group_cases(sagemaker: Any, code: str) -> dict[str, tuple[str, dict[str, An
     }
 
 
-GROUP_CASES = ("groups_mpi", "groups_smddp", "groups_pytorchddp", "groups_torch_distributed", "groups_tensorflow_horovod",
-               "groups_no_distribution")
+GROUP_CASES = ("groups_mpi", "groups_smddp", "groups_pytorchddp", "groups_torch_distributed",
+               "groups_tensorflow_horovod", "groups_no_distribution")
 
 
 @pytest.mark.parametrize("case", GROUP_CASES)
@@ -292,7 +296,8 @@ def test_heterogeneous_jobs_the_sdk_refuses_are_refused(sdk: Any, case: str, tmp
               "nope": InstanceGroup("nope", "ml.p3.16xlarge", 1)}
     versions = {"pytorch": ("2.3.0", "py311"), "tensorflow": ("2.13", "py310")}[framework]
     kwargs = dict(entry_point="train.py", source_dir=str(tmp_path), role="arn:aws:iam::111122223333:role/R",
-                  framework_version=versions[0], py_version=versions[1], instance_groups=[groups["data"], groups["train"]])
+                  framework_version=versions[0], py_version=versions[1],
+                  instance_groups=[groups["data"], groups["train"]])
     named = [groups[n] for n in distribution.get("instance_groups", [])]
     with pytest.raises(ValueError, match=sdk_message):
         _both_requests(sdk, framework, {**kwargs, "distribution": {**distribution, "instance_groups": named} if named

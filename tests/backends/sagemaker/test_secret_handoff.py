@@ -30,7 +30,8 @@ def test_secret_hyperparameter_reaches_only_the_script(moto_endpoint: str, monke
     code = Path(kwargs["source_dir"])
     (code / "train.py").write_text(
         "import hashlib, sys\nv = sys.argv[sys.argv.index('--hub_token') + 1]\n"
-        f"print('secret ok' if hashlib.sha256(v.encode()).hexdigest() == {__import__('hashlib').sha256(SECRET.encode()).hexdigest()!r} else 'bad')\n")
+        "print('secret ok' if hashlib.sha256(v.encode()).hexdigest() == "
+        f"{__import__('hashlib').sha256(SECRET.encode()).hexdigest()!r} else 'bad')\n")
     est = PyTorch(**{**kwargs, "instance_type": "ml.c5.xlarge", "instance_count": 1, "distribution": None,
                      "hyperparameters": {"hub_token": SECRET, "epochs": 1}})
     job_name = f"secret-{time.monotonic_ns() % 10**12}"

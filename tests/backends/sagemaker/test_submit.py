@@ -37,7 +37,8 @@ def _archive(bucket: str, key: str) -> dict[str, bytes]:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
 
 
-def test_fit_submits_uploads_and_completes(aws: str, kwargs: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+def test_fit_submits_uploads_and_completes(aws: str, kwargs: dict[str, Any],
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     est = PyTorch(**kwargs)
     job_name = _unique("pt-e2e")
     job = est.fit({"train": "s3://data-bucket/train"}, job_name=job_name, logs=False)
@@ -98,7 +99,8 @@ def test_logs_are_streamed_per_host(aws: str, kwargs: dict[str, Any], capsys: py
 def test_missing_user_bucket_is_reported_before_the_upload(aws: str, kwargs: dict[str, Any]) -> None:
     job_name = _unique("pt-nobucket")
     with pytest.raises(ValidationError) as info:
-        PyTorch(**{**kwargs, "output_path": "s3://no-such-bucket-here/runs"}).fit("s3://data-bucket/train", job_name=job_name)
+        PyTorch(**{**kwargs, "output_path": "s3://no-such-bucket-here/runs"}).fit("s3://data-bucket/train",
+                                                                                  job_name=job_name)
     assert [e.path for e in info.value.errors] == ["output_path"] and "does not exist" in str(info.value)
     sagemaker = boto3.client("sagemaker")
     with pytest.raises(sagemaker.exceptions.ClientError):
@@ -130,7 +132,8 @@ def test_log_tail_emits_only_new_lines(aws: str) -> None:
     now = int(time.time() * 1000)
     logs.put_log_events(logGroupName=LOG_GROUP, logStreamName=stream, logEvents=[{"timestamp": now, "message": "a"}])
     assert tail.poll() == 1
-    logs.put_log_events(logGroupName=LOG_GROUP, logStreamName=stream, logEvents=[{"timestamp": now + 1, "message": "b"}])
+    logs.put_log_events(logGroupName=LOG_GROUP, logStreamName=stream,
+                        logEvents=[{"timestamp": now + 1, "message": "b"}])
     assert tail.poll() == 1 and tail.poll() == 0
     assert seen == ["[algo-1] a", "[algo-1] b"]
 
@@ -144,7 +147,8 @@ def test_wait_false_then_wait_for_job(aws: str, kwargs: dict[str, Any]) -> None:
     assert done.status == "Completed" and done.model_data.endswith(f"/{job_name}/output/model.tar.gz")
 
 
-def test_fit_heterogeneous_cluster_then_attach(aws: str, kwargs: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+def test_fit_heterogeneous_cluster_then_attach(aws: str, kwargs: dict[str, Any],
+                                               capsys: pytest.CaptureFixture[str]) -> None:
     groups = [{"instance_group_name": "data", "instance_type": "ml.c5.18xlarge", "instance_count": 1},
               {"instance_group_name": "train", "instance_type": "ml.p4d.24xlarge", "instance_count": 2}]
     cluster = {k: v for k, v in kwargs.items() if k not in ("instance_type", "instance_count")}
@@ -152,7 +156,8 @@ def test_fit_heterogeneous_cluster_then_attach(aws: str, kwargs: dict[str, Any],
                      "distribution": {"torch_distributed": {"enabled": True}, "instance_groups": ["train"]}})
     job_name = _unique("pt-groups")
     est.fit("s3://data-bucket/train", job_name=job_name, wait=False)
-    assert f"created training job {job_name} (data: 1 x ml.c5.18xlarge, train: 2 x ml.p4d.24xlarge)" in capsys.readouterr().out
+    assert (f"created training job {job_name} (data: 1 x ml.c5.18xlarge, train: 2 x ml.p4d.24xlarge)"
+            in capsys.readouterr().out)
 
     described = boto3.client("sagemaker").describe_training_job(TrainingJobName=job_name)
     assert [g["InstanceGroupName"] for g in described["ResourceConfig"]["InstanceGroups"]] == ["data", "train"]

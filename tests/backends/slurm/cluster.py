@@ -21,7 +21,8 @@ def available() -> str | None:
     """None when a cluster can be started here, else why not."""
     if os.geteuid() != 0:
         return "needs root (network namespace, slurmd)"
-    missing = [t for t in ("slurmctld", "slurmd", "munged", "mungekey", "sbatch", "nsenter", "ip") if not shutil.which(t)]
+    missing = [t for t in ("slurmctld", "slurmd", "munged", "mungekey", "sbatch", "nsenter", "ip")
+               if not shutil.which(t)]
     if missing:
         return f"not installed: {', '.join(missing)} (scripts/bootstrap.sh installs slurm-wlm and munge)"
     return None
@@ -71,7 +72,7 @@ class SlurmCluster:
     def _in_ns(self, *argv: str) -> list[str]:
         return ["nsenter", f"--net=/run/netns/{self.netns}", *argv]
 
-    def start(self) -> "SlurmCluster":
+    def start(self) -> SlurmCluster:
         for d in ("state", "log", "run", "munge", "bin", *(f"spool/node{i}" for i in range(1, self.nodes + 1))):
             (self.state / d).mkdir(parents=True, exist_ok=True)
         self.conf.write_text(_conf(self.state, self.nodes))
@@ -86,7 +87,8 @@ class SlurmCluster:
             # Slurm resolves addresses with AI_ADDRCONFIG, which finds nothing while a namespace has only
             # loopback: a veth pair inside the namespace gives it one non-loopback address (reachable nowhere else).
             subprocess.run(self._in_ns("sh", "-ec", "ip link set lo up; ip link add smd0 type veth peer name smd1; "
-                                       "ip addr add 10.213.250.1/24 dev smd0; ip link set smd0 up; ip link set smd1 up"),
+                                       "ip addr add 10.213.250.1/24 dev smd0; "
+                                       "ip link set smd0 up; ip link set smd1 up"),
                            check=True, timeout=30)
             munge = self.state / "munge"
             subprocess.run(["mungekey", "--create", f"--keyfile={munge}/munge.key"], check=True, timeout=30,
@@ -107,10 +109,10 @@ class SlurmCluster:
         return self
 
     def _spawn(self, argv: list[str], env: dict[str, str]) -> None:
-        log = open(self.state / "log" / f"{Path(argv[2] if argv[0] == 'nsenter' else argv[0]).name}-{len(self.procs)}.out", "wb")
-        self.procs.append(subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                           start_new_session=True))
-        log.close()
+        name = Path(argv[2] if argv[0] == "nsenter" else argv[0]).name
+        with open(self.state / "log" / f"{name}-{len(self.procs)}.out", "wb") as log:  # the daemon keeps its own copy
+            self.procs.append(subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                               stderr=subprocess.STDOUT, start_new_session=True))
 
     def _idle(self) -> bool:
         done = subprocess.run([str(self.bin_dir / "sinfo"), "-h", "-o", "%T %D"], capture_output=True, text=True,
@@ -122,8 +124,8 @@ class SlurmCluster:
         while not ready():
             dead = [p.args for p in self.procs if p.poll() is not None]
             if dead or time.monotonic() > deadline:
-                logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted((self.state / "log").glob("*"))
-                                 if p.is_file())
+                logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}"
+                                 for p in sorted((self.state / "log").glob("*")) if p.is_file())
                 raise RuntimeError(f"the test Slurm cluster did not come up ({what}; exited: {dead})\n{logs}")
             time.sleep(0.25)
 

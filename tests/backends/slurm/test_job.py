@@ -2,7 +2,6 @@
 processes under torch_distributed and mpi, a failing rank named, a running job stopped, refusals explained."""
 from __future__ import annotations
 
-
 import hashlib
 import json
 import subprocess
@@ -12,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from smdist_launcher.backends.local import records
 from smdist_launcher.backends.slurm import SlurmOptions, run_slurm_job, submit_slurm_job
 from smdist_launcher.backends.slurm.scheduler import SlurmError
+from smdist_launcher.backends.toolkit import records
 from smdist_launcher.errors import JobFailedError
 from smdist_launcher.estimators.base import estimator_from_job_file
 

@@ -26,7 +26,8 @@ def test_every_example_has_its_sbatch_script_pinned(name, capsys):
 
 
 def _plan(instance_type: str = "local", **kwargs):
-    est = PyTorch(entry_point=str(EXAMPLES / "torch_distributed" / "train.py"), instance_type=instance_type, instance_count=3, framework_version="2.3",
+    est = PyTorch(entry_point=str(EXAMPLES / "torch_distributed" / "train.py"), instance_type=instance_type,
+                  instance_count=3, framework_version="2.3",
                   py_version="py311", distribution={"torch_distributed": {"enabled": True}},
                   role="arn:aws:iam::111122223333:role/Train", **kwargs)
     return est.plan(job_name="slurm-unit")

@@ -22,7 +22,8 @@ def test_lines_are_saved_per_host_of_their_prefix_and_ranks_counted(tmp_path):
     mux.on_line("algo-2", b"[INFO] looks like a prefix but is not a host\n")
     mux.close()
     assert files["algo-1"].read_text() == "[algo-1] runtime line\n"
-    assert files["algo-2"].read_text() == ("[algo-2 r3] relayed by the mpirun master\n[algo-2] bare line without newline\n"
+    assert files["algo-2"].read_text() == ("[algo-2 r3] relayed by the mpirun master\n"
+                                           "[algo-2] bare line without newline\n"
                                            "[algo-2 r3] again\n[algo-2] [INFO] looks like a prefix but is not a host\n")
     assert ranks == [3] and mux.lines == 5
     assert console.lines[2] == ("algo-2", "[algo-2] bare line without newline")

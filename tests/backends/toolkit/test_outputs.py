@@ -3,8 +3,13 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
-from smdist_launcher.backends.toolkit.outputs import (checkpoint_dir, collect_outputs, pack_merged,
-                                                    restore_checkpoints, save_checkpoints)
+from smdist_launcher.backends.toolkit.outputs import (
+    checkpoint_dir,
+    collect_outputs,
+    pack_merged,
+    restore_checkpoints,
+    save_checkpoints,
+)
 from smdist_launcher.contract import MLPaths
 
 from ..plans import tiny_plan

@@ -10,7 +10,8 @@ from smdist_launcher.backends.toolkit.supervisor import HostLaunch, Supervisor
 
 # A host that starts a grandchild in ANOTHER session (like orted started through the rsh agent),
 # then idles: only the /proc sweep can find that grandchild. The file `escapee-up` (in its cwd) says it started one.
-SPAWNS_ESCAPEE = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], "
+SPAWNS_ESCAPEE = ("import subprocess, sys, time; "
+                  "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], "
                   "start_new_session=True); open('escapee-up', 'w').close(); print('up', flush=True); time.sleep(600)")
 
 

@@ -18,7 +18,8 @@ def test_hyperparameters(args: dict[str, Any], hyperparameters: dict[str, Any], 
 
 
 def test_hyperparameters_with_shell_characters_are_fine(args: dict[str, Any]) -> None:
-    assert problems("pytorch", {**args, "hyperparameters": {"cmd": "$(rm -rf /); echo 'x' \"y\"\n", "nested": {"a": [1]}}}) == []
+    assert problems("pytorch", {**args, "hyperparameters": {"cmd": "$(rm -rf /); echo 'x' \"y\"\n",
+                                                            "nested": {"a": [1]}}}) == []
 
 
 def test_mp_parameters_reserved_with_smp(args: dict[str, Any]) -> None:
@@ -54,7 +55,8 @@ def test_vpc_needs_both(args: dict[str, Any]) -> None:
 def test_spot_rules(args: dict[str, Any]) -> None:
     assert problems("pytorch", {**args, "max_wait": 100}) == ["max_wait"]
     assert problems("pytorch", {**args, "use_spot_instances": True}) == ["max_wait"]
-    assert "≥ max_run (3600 s)" in messages("pytorch", {**args, "use_spot_instances": True, "max_run": 3600, "max_wait": 60})[
+    assert "≥ max_run (3600 s)" in messages("pytorch", {**args, "use_spot_instances": True, "max_run": 3600,
+                                                        "max_wait": 60})[
         "max_wait"]
     assert problems("pytorch", {**args, "use_spot_instances": True, "max_run": 3600, "max_wait": 7200}) == []
 
@@ -106,7 +108,8 @@ def test_checkpoint_folder_in_local_mode(args: dict[str, Any], uri: str) -> None
 def test_checkpoint_folder_is_refused_on_sagemaker(args: dict[str, Any], uri: str) -> None:
     errs = messages("pytorch", {**args, "checkpoint_s3_uri": uri})  # ml.p4d.24xlarge
     assert list(errs) == ["checkpoint_s3_uri"]
-    assert "only with local instance types" in errs["checkpoint_s3_uri"] and "ml.p4d.24xlarge" in errs["checkpoint_s3_uri"]
+    assert ("only with local instance types" in errs["checkpoint_s3_uri"]
+            and "ml.p4d.24xlarge" in errs["checkpoint_s3_uri"])
     assert "s3://<bucket>/<prefix>" in errs["checkpoint_s3_uri"]
     # ... also when one instance group of several is an ml.* type
     groups = [{"instance_group_name": "a", "instance_type": "local", "instance_count": 1},
@@ -116,7 +119,8 @@ def test_checkpoint_folder_is_refused_on_sagemaker(args: dict[str, Any], uri: st
         "checkpoint_s3_uri", "")
 
 
-@pytest.mark.parametrize(("uri", "needle"), [("gs://bucket/ckpt", "unsupported scheme gs://"), ("file://", "names no folder"),
+@pytest.mark.parametrize(("uri", "needle"), [("gs://bucket/ckpt", "unsupported scheme gs://"), ("file://",
+                                                                                                "names no folder"),
                                              ("s3://Bad_Bucket/x", "lower-case bucket")])
 def test_bad_checkpoint_uris_everywhere(args: dict[str, Any], uri: str, needle: str) -> None:
     errs = messages("pytorch", {**args, "instance_type": "local", "checkpoint_s3_uri": uri})

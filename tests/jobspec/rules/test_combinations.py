@@ -18,7 +18,8 @@ def test_pytorch_rejects_parameter_server(args: dict[str, Any]) -> None:
 
 
 def test_tensorflow_rejects_torch_launchers(args: dict[str, Any]) -> None:
-    args.update(framework_version="2.13", distribution={"torch_distributed": {"enabled": True}, "pytorchddp": {"enabled": True}})
+    args.update(framework_version="2.13", distribution={"torch_distributed": {"enabled": True},
+                                                        "pytorchddp": {"enabled": True}})
     assert problems("tensorflow", args) == ["distribution.pytorchddp", "distribution.torch_distributed",
                                             "distribution.torch_distributed"]
 
@@ -34,14 +35,16 @@ def test_huggingface_follows_its_base_framework(args: dict[str, Any]) -> None:
     hf = {k: v for k, v in args.items() if k != "framework_version"}
     hf.update(transformers_version="4.36", pytorch_version="2.1", distribution={"pytorchddp": {"enabled": True}})
     assert problems("huggingface", hf) == []
-    hf.update(pytorch_version=None, tensorflow_version="2.13", distribution={"multi_worker_mirrored_strategy": {"enabled": True}})
+    hf.update(pytorch_version=None, tensorflow_version="2.13",
+              distribution={"multi_worker_mirrored_strategy": {"enabled": True}})
     del hf["pytorch_version"]
     assert problems("huggingface", hf) == []
 
 
 def test_generic_framework_allows_everything(args: dict[str, Any]) -> None:
     args.update(image_uri="123456789012.dkr.ecr.us-west-2.amazonaws.com/train:1",
-                distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 2,
+                distribution={"smdistributed": {"modelparallel": {"enabled": True,
+                                                                  "parameters": {"tensor_parallel_degree": 2,
                                                                                                   "ddp": True}}},
                               "mpi": {"enabled": True}})
     assert problems("framework", args) == []

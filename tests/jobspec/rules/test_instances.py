@@ -17,7 +17,8 @@ def test_cluster_is_required(args: dict[str, Any]) -> None:
 
 
 def test_unknown_instance_type_did_you_mean(args: dict[str, Any]) -> None:
-    assert "did you mean 'ml.p4d.24xlarge'" in messages("pytorch", {**args, "instance_type": "ml.p4d.24xlarg"})["instance_type"]
+    assert "did you mean 'ml.p4d.24xlarge'" in messages("pytorch", {**args,
+                                                                    "instance_type": "ml.p4d.24xlarg"})["instance_type"]
     assert "did you mean 'local_gpu'" in messages("pytorch", {**args, "instance_type": "local-gpu"})["instance_type"]
 
 
@@ -51,11 +52,13 @@ def test_heterogeneous_cluster_rules(args: dict[str, Any]) -> None:
     # with several groups the distribution names its group (SageMaker: "Distribution should only contain one
     # instance group name")
     msg = messages("pytorch", {**groups, "distribution": {"torch_distributed": {"enabled": True}}})
-    assert list(msg) == ["distribution.instance_groups"] and "instance_groups: [train]" in msg["distribution.instance_groups"]
+    assert (list(msg) == ["distribution.instance_groups"]
+            and "instance_groups: [train]" in msg["distribution.instance_groups"])
     # the hardware rules read the distribution's group, not the first one
     msg = messages("pytorch", {**groups, "distribution": {"smdistributed": {"dataparallel": {"enabled": True}},
                                                           "instance_groups": ["data"]}})
-    assert list(msg) == ["distribution.smdistributed"] and "ml.c5.18xlarge has no GPUs" in msg["distribution.smdistributed"]
+    assert (list(msg) == ["distribution.smdistributed"]
+            and "ml.c5.18xlarge has no GPUs" in msg["distribution.smdistributed"])
     # SMP's arithmetic is against the distribution group's world (2 hosts x 8 GPUs), not every host
     assert problems("pytorch", {**groups, "distribution": {
         "torch_distributed": {"enabled": True}, "instance_groups": ["train"],
@@ -66,7 +69,8 @@ def test_heterogeneous_cluster_rules(args: dict[str, Any]) -> None:
     assert problems("pytorch", {**args, "instance_groups": [_DATA, {**_TRAIN, "instance_type": "local"}]}) == [
         "instance_groups"]
     assert problems("pytorch", {**args, "instance_groups": [{**_DATA, "instance_type": "local"},
-                                                            {**_TRAIN, "instance_type": "local_gpu"}]}) == ["instance_groups"]
+                                                            {**_TRAIN,
+                                                             "instance_type": "local_gpu"}]}) == ["instance_groups"]
     assert problems("pytorch", {**groups, "distribution": {"mpi": {"enabled": True}, "instance_groups": ["nope"]}}) == [
         "distribution.instance_groups[0]"]
     assert problems("pytorch", {**groups, "instance_groups": [_DATA, {**_TRAIN, "instance_type": "ml.p4"}]}) == [

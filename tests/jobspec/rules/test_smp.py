@@ -18,7 +18,8 @@ def _v1(args: dict[str, Any], pph: int = 8, count: int = 1, **params: Any) -> di
 
 def _v2(args: dict[str, Any], count: int = 2, **params: Any) -> dict[str, Any]:
     args.update(instance_count=count, distribution={"torch_distributed": {"enabled": True},
-                                                    "smdistributed": {"modelparallel": {"enabled": True, "parameters": params}}})
+                                                    "smdistributed": {"modelparallel": {"enabled": True,
+                                                                                        "parameters": params}}})
     return args
 
 
@@ -55,7 +56,8 @@ def test_v1_arithmetic_uses_world_size(args: dict[str, Any]) -> None:
     # 2 hosts × 4 processes = 8: TP 8 fits; 3 hosts × 4 = 12: TP 8 does not
     assert problems("pytorch", _v1(dict(args), pph=4, count=2, tensor_parallel_degree=8, ddp=True)) == []
     errs = messages("pytorch", _v1(dict(args), pph=4, count=3, tensor_parallel_degree=8, ddp=True))
-    assert errs == {f"{P}.tensor_parallel_degree": "must divide the world size 12 (instance_count × processes_per_host); "
+    assert errs == {f"{P}.tensor_parallel_degree": "must divide the world size 12 "
+                                                   "(instance_count × processes_per_host); "
                                                    "use a divisor of 12 or change the cluster"}
 
 
@@ -64,7 +66,8 @@ def test_v1_arithmetic_uses_world_size(args: dict[str, Any]) -> None:
     ({"tensor_parallel_degree": 3}, [f"{P}.tensor_parallel_degree"]),
     ({"tensor_parallel_degree": 4, "hybrid_shard_degree": 3}, [f"{P}.hybrid_shard_degree"]),
     ({"hybrid_shard_degree": 2, "context_parallel_degree": 4}, [f"{P}.context_parallel_degree"]),
-    ({"hybrid_shard_degree": 0, "tensor_parallel_degree": 8, "context_parallel_degree": 4}, [f"{P}.context_parallel_degree"]),
+    ({"hybrid_shard_degree": 0, "tensor_parallel_degree": 8, "context_parallel_degree": 4},
+     [f"{P}.context_parallel_degree"]),
     ({"context_parallel_degree": 3}, [f"{P}.context_parallel_degree"]),
     ({"expert_parallel_degree": 3}, [f"{P}.expert_parallel_degree"]),
     ({"expert_parallel_degree": 2, "tensor_parallel_degree": 2}, [f"{P}.expert_parallel_degree"]),
@@ -81,5 +84,6 @@ def test_v2_all_problems_at_once(args: dict[str, Any]) -> None:
 
 
 def test_disabled_modelparallel_is_not_checked(args: dict[str, Any]) -> None:
-    args["distribution"] = {"smdistributed": {"modelparallel": {"enabled": False, "parameters": {"tensor_parallel_degree": 3}}}}
+    args["distribution"] = {"smdistributed": {"modelparallel": {"enabled": False,
+                                                                "parameters": {"tensor_parallel_degree": 3}}}}
     assert problems("pytorch", args) == []

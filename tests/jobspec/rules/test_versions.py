@@ -24,7 +24,8 @@ def test_huggingface_versions(args: dict[str, Any]) -> None:
     assert problems("huggingface", both) == ["tensorflow_version"]
 
 
-@pytest.mark.parametrize(("key", "value"), [("framework_version", "2.x"), ("py_version", "py27"), ("py_version", "python3")])
+@pytest.mark.parametrize(("key", "value"), [("framework_version", "2.x"), ("py_version", "py27"), ("py_version",
+                                                                                                   "python3")])
 def test_formats(args: dict[str, Any], key: str, value: str) -> None:
     assert problems("pytorch", {**args, key: value}) == [key]
 
@@ -34,7 +35,8 @@ def test_semantic_not_exact_strings(args: dict[str, Any]) -> None:
     args["distribution"] = {"torch_distributed": {"enabled": True}}
     assert problems("pytorch", {**args, "framework_version": "2.2"}) == []
     errs = messages("pytorch", {**args, "framework_version": "1.12.1"})
-    assert errs == {"framework_version": "torch_distributed (torchrun) on GPU instances needs PyTorch ≥ 1.13, got 1.12.1; "
+    assert errs == {"framework_version": "torch_distributed (torchrun) on GPU instances needs PyTorch ≥ 1.13, "
+                                         "got 1.12.1; "
                                          "raise framework_version or change the distribution"}
 
 
@@ -42,7 +44,8 @@ def test_semantic_not_exact_strings(args: dict[str, Any]) -> None:
     ("pytorch", "1.11", {"pytorchddp": {"enabled": True}}, False),
     ("pytorch", "1.12", {"pytorchddp": {"enabled": True}}, True),
     ("pytorch", "1.13.1", {"torch_distributed": {"enabled": True},
-                           "smdistributed": {"modelparallel": {"enabled": True, "parameters": {"hybrid_shard_degree": 2}}}}, False),
+                           "smdistributed": {"modelparallel": {"enabled": True,
+                                                               "parameters": {"hybrid_shard_degree": 2}}}}, False),
     ("tensorflow", "2.8", {"multi_worker_mirrored_strategy": {"enabled": True}}, False),
     ("tensorflow", "2.9", {"multi_worker_mirrored_strategy": {"enabled": True}}, True),
     ("mxnet", "1.2", {"mpi": {"enabled": True}}, False),
@@ -53,7 +56,8 @@ def test_minimum_versions(args: dict[str, Any], framework: str, version: str, di
 
 
 def test_trainium_minimum_is_lower(args: dict[str, Any]) -> None:
-    args.update(instance_type="ml.trn1.32xlarge", framework_version="1.11", distribution={"torch_distributed": {"enabled": True}})
+    args.update(instance_type="ml.trn1.32xlarge", framework_version="1.11",
+                distribution={"torch_distributed": {"enabled": True}})
     assert problems("pytorch", args) == []
 
 

@@ -10,7 +10,7 @@ from ..local.placement import Placement
 
 
 class DockerOptions(LocalOptions):
-    image: str | None = Field(None, description="the smdist image (default: $SMDIST_DOCKER_IMAGE, else "
+    image: str | None = Field(default=None, description="the smdist image (default: $SMDIST_DOCKER_IMAGE, else "
                                                 "smdist-train:latest)")
 
 

@@ -116,7 +116,8 @@ class DockerPlacement:
     def dry_start(self, host: str, argv: list[str]) -> list[str]:
         root = argv[argv.index("--root") + 1]
         return self._run_argv(host, f"smdist-<job id>-{host}", "smdist-<job id>", "<job id>", root,
-                              ["<each folder the staged channels link to>"], [], ["<NAME of each variable the host gets>"])
+                              ["<each folder the staged channels link to>"], [],
+                              ["<NAME of each variable the host gets>"])
 
     def _run_argv(self, h: str, name: str, network: str, job_id: str, root: str, sources: list[str],
                   gpus: list[str], env_names: list[str]) -> list[str]:

@@ -6,6 +6,7 @@ import ipaddress
 import os
 import random
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 
 _LOOPBACK = int(ipaddress.IPv4Address("127.0.0.0"))
@@ -63,11 +64,11 @@ def free_port(tries: int = 50) -> int:
         return int(s.getsockname()[1])
 
 
-def visible_gpus(environ: dict[str, str] | None = None) -> list[str]:
+def visible_gpus(environ: Mapping[str, str] | None = None) -> list[str]:
     """GPU ids this process may use: CUDA_VISIBLE_DEVICES if set, else the driver's list (no torch import)."""
-    environ = os.environ if environ is None else environ
-    if "CUDA_VISIBLE_DEVICES" in environ:
-        return [d.strip() for d in environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip() and d.strip() != "-1"]
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    if "CUDA_VISIBLE_DEVICES" in env:
+        return [d.strip() for d in env["CUDA_VISIBLE_DEVICES"].split(",") if d.strip() and d.strip() != "-1"]
     gpus = Path("/proc/driver/nvidia/gpus")
     count = len(list(gpus.iterdir())) if gpus.is_dir() else 0
     return [str(i) for i in range(count)]

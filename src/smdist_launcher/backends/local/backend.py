@@ -23,11 +23,12 @@ JOB_FOLDER = "<jobs folder>/{job}"
 class LocalOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    grace: float = Field(5.0, gt=0, le=600, description="seconds a host gets to exit after SIGTERM before SIGKILL")
+    grace: float = Field(default=5.0, gt=0, le=600,
+                         description="seconds a host gets to exit after SIGTERM before SIGKILL")
 
 
 class ProcessOptions(LocalOptions):
-    run_as: str | None = Field(None, description="the user every host's processes run as (root only)")
+    run_as: str | None = Field(default=None, description="the user every host's processes run as (root only)")
 
 
 class LocalBackend:

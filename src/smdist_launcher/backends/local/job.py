@@ -16,25 +16,25 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ...container.stack_dumps import STACKS_ON_STOP_ENV
 from ...contract import MLPaths, write_host_config
 from ...errors import JobFailedError
+from ...jobspec.rules.arguments import DEFAULT_MAX_RUN
 from ...plan.model import LaunchPlan
 from ..api import JobHandle, Submission
-from ...jobspec.rules.arguments import DEFAULT_MAX_RUN
 from ..toolkit import records
-from .addressing import free_port, host_addresses, pick_address_block, split_gpus, visible_gpus
-from ..toolkit.job_console import JobConsole, console_for
 from ..toolkit.diagnosis import describe_failure, describe_stop, early_exits, read_failures, stop_reason
-from .host_environment import host_environment, scrub_host_secrets
+from ..toolkit.job_console import JobConsole, console_for
 from ..toolkit.jobdir import JobDir, jobs_root as resolve_jobs_root
-from .localize import with_interface, with_master_port
-from .placement import HostStart, Placement, ProcessPlacement, runtime_command
 from ..toolkit.log_mux import LogMux
 from ..toolkit.outputs import checkpoint_dir, collect_outputs, restore_checkpoints, save_checkpoints
-from ...container.stack_dumps import STACKS_ON_STOP_ENV
 from ..toolkit.stack_dumps import RankStack, dump_stacks
 from ..toolkit.staging import LocalCode, prepare_local_run, stage_channels, stage_code
 from ..toolkit.supervisor import HostLaunch, Interrupted, Outcome, Supervisor, stop_signals_interrupt
+from .addressing import free_port, host_addresses, pick_address_block, split_gpus, visible_gpus
+from .host_environment import host_environment, scrub_host_secrets
+from .localize import with_interface, with_master_port
+from .placement import HostStart, Placement, ProcessPlacement, runtime_command
 
 GPU_INSTANCE_TYPES = ("local_gpu",)
 
@@ -88,7 +88,7 @@ class LocalJob:
         """The job record (SageMaker's DescribeTrainingJob, in spirit)."""
         return dict(self.record.__dict__)
 
-    def wait(self) -> "LocalJob":
+    def wait(self) -> LocalJob:
         """Block until the job ends; raise JobFailedError unless it completed."""
         if self._thread is not None:
             self._thread.join()
@@ -258,7 +258,8 @@ class LocalJob:
         return dump_stacks(self.job_id, {h: p.run_dir / "stacks" for h, p in hosts.items()}, rank_hosts)
 
     def _running_detail(self) -> str:
-        return f"{len(self.plan.hosts)}/{len(self.plan.hosts)} hosts up, {self._ranks_up}/{self.plan.world_size} ranks seen"
+        return (f"{len(self.plan.hosts)}/{len(self.plan.hosts)} hosts up, "
+                f"{self._ranks_up}/{self.plan.world_size} ranks seen")
 
     def _rank_up(self, rank: int) -> None:
         self._ranks_up += 1

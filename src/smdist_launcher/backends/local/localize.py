@@ -60,7 +60,8 @@ def with_interface(plan: LaunchPlan, new: str) -> LaunchPlan:
     old = plan.network_interface
     if old == new:
         return plan
-    hosts: list[HostPlan] = [h.model_copy(update={"argv": _argv_with_interface(h.argv, old, new), "env": _env_with_interface(h.env, old, new)})
+    hosts: list[HostPlan] = [h.model_copy(update={"argv": _argv_with_interface(h.argv, old, new),
+                                                  "env": _env_with_interface(h.env, old, new)})
                              for h in plan.hosts]
     return plan.model_copy(update={"network_interface": new, "hosts": hosts,
                                    "environment": _env_with_interface(plan.environment, old, new)})

@@ -20,10 +20,10 @@ from ...contract import MLPaths
 from ...plan.model import LaunchPlan
 from ..toolkit import records
 from ..toolkit.diagnosis import describe_failure, is_secondary, read_failures
-from .host_environment import scrub_host_secrets
 from ..toolkit.jobdir import JobDir
 from ..toolkit.outputs import collect_outputs, save_checkpoints
 from ..toolkit.process_sweep import job_processes, kill_job_processes
+from .host_environment import scrub_host_secrets
 
 # Backends whose jobs run without a launcher process on this machine: their backend reports how they ended.
 REMOTE_BACKENDS = ("sagemaker", "slurm")

@@ -9,7 +9,8 @@ from ..local.placement import Placement
 
 class NetnsBackend(LocalBackend):
     name: ClassVar[str] = "netns"
-    description: ClassVar[str] = "each simulated host in its own network namespace, real sshd and mpirun over ssh (root)"
+    description: ClassVar[str] = ("each simulated host in its own network namespace, "
+                                  "real sshd and mpirun over ssh (root)")
 
     def placement(self, options: Any) -> Placement:
         from .job import NetnsPlacement  # lazy: container tools the dry run does not need

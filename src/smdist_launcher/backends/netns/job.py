@@ -1,4 +1,5 @@
-"""The netns placement: local mode whose simulated hosts have a network of their own, so the job takes the real cluster path.
+"""The netns placement: local mode whose simulated hosts have a network of their own,
+so the job takes the real cluster path.
 
 Each host runs in its own network namespace (10.213.<b>.N/24 on eth0, bridged in a namespace of our own), UTS
 namespace (hostname algo-N), mount namespace (its tree on /opt/ml, /etc/hosts naming every host, a private /run).
@@ -16,7 +17,6 @@ from typing import Any, ClassVar
 
 from ...container.multihost import SSH_KEY_ENV
 from ...container.ssh_daemon import find_sshd, keygen
-from ...contract import MLPaths
 from ..local.job import LocalJob
 from ..local.placement import HostStart
 from ..toolkit.supervisor import HostLaunch
@@ -84,7 +84,7 @@ class NetnsPlacement:
         scratch = Path(env.get("TMPDIR") or "/tmp") / start.host  # Open MPI's session dir and tempfiles: per host
         scratch.mkdir(parents=True, exist_ok=True)
         env["TMPDIR"] = str(scratch)
-        argv = self._wrap(start.host, namespace_path(self.network.hosts[start.host]), str(start.paths.root),
+        argv = self._wrap(start.host, str(namespace_path(self.network.hosts[start.host])), str(start.paths.root),
                           self._addresses, str(scratch), start.argv)
         return HostLaunch(start.host, argv, env, start.cwd)
 

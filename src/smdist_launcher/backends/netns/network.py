@@ -92,7 +92,7 @@ class SimNetwork:
     created: list[str] = field(default_factory=list)
 
     @classmethod
-    def create(cls, hosts: list[str], block: int | None = None) -> "SimNetwork":
+    def create(cls, hosts: list[str], block: int | None = None) -> SimNetwork:
         block = random.randint(1, 254) if block is None else block
         if len(hosts) > 253:
             raise ValueError(f"instance_count: the netns backend simulates at most 253 hosts, got {len(hosts)}")

@@ -1,7 +1,7 @@
 """Amazon SageMaker backend: run a LaunchPlan as a CreateTrainingJob, wait for it and stream its CloudWatch logs.
 
     from smdist_launcher.backends.sagemaker import run_job, render_request
-    job = run_job(plan, estimator=est, wait=False)   # what PyTorch(..., instance_type="ml.p4d.24xlarge").fit() calls
+    job = run_job(est.submission(plan), wait=False)  # what SageMakerBackend.submit (fit on ml.* types) calls
     job.describe(); job.wait(logs="All"); job.stop(); job.logs(follow=True)
     job.model_data, job.status, job.failure_reason
     job = attach_job("my-job-2024-...")          # a TrainingJob for a job submitted earlier (or elsewhere)

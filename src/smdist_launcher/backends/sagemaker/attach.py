@@ -77,8 +77,8 @@ def attached_arguments(description: dict[str, Any]) -> dict[str, Any]:
         "output_path": (description.get("OutputDataConfig") or {}).get("S3OutputPath"),
         "max_run": (description.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds"),
         "volume_size": resources.get("VolumeSizeInGB"),
-        "hyperparameters": {k: v for k, v in hps.items() if not k.startswith("sagemaker_") and k not in ("mp_parameters",
-                                                                                                      "model_dir")},
+        "hyperparameters": {k: v for k, v in hps.items()
+                            if not k.startswith("sagemaker_") and k not in ("mp_parameters", "model_dir")},
         "environment": {k: v for k, v in (description.get("Environment") or {}).items() if k not in LAUNCHER_ENV},
         "distribution": _distribution(hps),
     }

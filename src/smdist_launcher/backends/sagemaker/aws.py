@@ -124,7 +124,8 @@ def bucket_exists(s3: Any, bucket: str) -> bool:
 
 
 def check_buckets(s3: Any, buckets: dict[str, str]) -> None:
-    """{argument name: bucket}: a ValidationError naming each argument whose bucket does not exist (before any upload)."""
+    """{argument name: bucket}: a ValidationError naming each argument whose bucket does not exist
+    (before any upload)."""
     missing = [item(name, f"bucket {bucket!r} does not exist; create it or choose another bucket", bucket)
                for name, bucket in buckets.items() if not bucket_exists(s3, bucket)]
     if missing:

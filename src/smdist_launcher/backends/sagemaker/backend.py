@@ -25,9 +25,10 @@ BACKEND = "sagemaker"
 class SageMakerOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    region: str | None = Field(None, description="the AWS region (default: the job's region, else $AWS_REGION / "
-                                                 "the profile's)")
-    poll_interval_s: float | None = Field(None, gt=0, description="seconds between DescribeTrainingJob calls")
+    region: str | None = Field(default=None,
+                               description="the AWS region (default: the job's region, else $AWS_REGION / "
+                                           "the profile's)")
+    poll_interval_s: float | None = Field(default=None, gt=0, description="seconds between DescribeTrainingJob calls")
 
 
 def request_for(submission: Submission, region: str | None = None) -> dict[str, Any]:
@@ -70,7 +71,6 @@ class SageMakerBackend:
             submission = submission.model_copy(update={"settings": submission.args().model_copy(
                 update={"region": opts.region})})
         job = run_job(submission, wait=False, logs=logs, poll_interval_s=opts.poll_interval_s)
-        job.handle = JobHandle(backend=self.name, job_name=job.job_name, region=job.region)
         if jobs_root is not None:
             record = record_submission(Path(jobs_root), job, submission.plan)
             job.handle = job.handle.model_copy(update={"job_dir": record.job_dir})
@@ -130,7 +130,7 @@ def _apply(record: JobRecord, description: dict[str, Any]) -> None:
     record.model_data = (description.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
     if JobState.of(record.status).is_terminal and record.ended is None:
         end = description.get("TrainingEndTime") or description.get("LastModifiedTime")
-        record.ended = end.timestamp() if hasattr(end, "timestamp") else time.time()
+        record.ended = end.timestamp() if end is not None and hasattr(end, "timestamp") else time.time()
 
 
 def refresh(job_dir: Path) -> JobRecord:

@@ -88,7 +88,8 @@ def family_of(args: EstimatorArgs, framework: str, strategy: str | None, instanc
     return framework if framework in ("tensorflow", "mxnet") else None
 
 
-def image_choice(args: EstimatorArgs, framework: str, strategy: str | None, instance: InstanceInfo) -> ImageChoice | None:
+def image_choice(args: EstimatorArgs, framework: str, strategy: str | None,
+                 instance: InstanceInfo) -> ImageChoice | None:
     """The catalog image (None for the generic Framework estimator or missing versions); NoImage if there is none."""
     family = family_of(args, framework, strategy, instance)
     if family is None:
@@ -110,7 +111,8 @@ def image_choice(args: EstimatorArgs, framework: str, strategy: str | None, inst
     if args.py_version not in choice.py_versions:
         raise NoImage("py_version", f"the {choice.repository} image for {choice.tag_version} is built for "
                                     f"{', '.join(choice.py_versions)}; set py_version to "
-                                    f"{' or '.join(repr(p) for p in choice.py_versions)} or give image_uri", args.py_version)
+                                    f"{' or '.join(repr(p) for p in choice.py_versions)} or give image_uri",
+                      args.py_version)
     return choice
 
 

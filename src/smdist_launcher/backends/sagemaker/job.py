@@ -10,11 +10,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..api import JobHandle
 from .aws import AwsClients
 from .logs import LogTail
 from .progress import Progress
 from .status import SageMakerJob, check_outcome, is_terminal, job_from_description
-
 
 POLL_ENV = "SMDIST_SAGEMAKER_POLL_S"
 
@@ -45,6 +45,7 @@ class TrainingJob:
         self.job_name = job_name
         self.submit_directory = submit_directory
         self._emit = emit
+        self.handle = JobHandle(backend="sagemaker", job_name=job_name, region=clients.region)
         self._last: dict[str, Any] = {"TrainingJobName": job_name, "TrainingJobStatus": "InProgress",
                                       **({"TrainingJobArn": arn} if arn else {})}
 
@@ -106,7 +107,7 @@ class TrainingJob:
                 return
             time.sleep(interval)
 
-    def wait(self, logs: Any = "All", interval: float | None = None, live: bool | None = None) -> "TrainingJob":
+    def wait(self, logs: Any = "All", interval: float | None = None, live: bool | None = None) -> TrainingJob:
         """Wait until the job ends, showing its status transitions (a live line on a terminal, plain lines
         otherwise) and every host's log lines unless logs=False/"None". Returns the job when it completed;
         raises JobFailedError with SageMaker's FailureReason otherwise."""
@@ -129,7 +130,8 @@ class TrainingJob:
                 tail.poll()  # lines written between the last poll and the end
         except KeyboardInterrupt:
             progress.close()
-            self._emit(f"[smdist] stopped waiting; {self.job_name} keeps running. Stop it with: smdist stop {self.job_name}")
+            self._emit(f"[smdist] stopped waiting; {self.job_name} keeps running. "
+                       f"Stop it with: smdist stop {self.job_name}")
             raise
         progress.close()
         check_outcome(self.snapshot())

@@ -4,11 +4,11 @@ from __future__ import annotations
 import re
 
 from ...errors import ErrorItem, ValidationError
-from ...plan.model import LaunchPlan
 from ...jobspec.catalog import is_local, lookup
 from ...jobspec.error_items import item, join_path, show
 from ...jobspec.estimator_args import EstimatorArgs
 from ...jobspec.image_catalog import NoImage
+from ...plan.model import LaunchPlan
 from .images import default_image_uri, image_instance_type
 
 # CreateTrainingJob limits (API reference): exceeding them fails the call after the code upload.
@@ -70,7 +70,8 @@ def _channels(plan: LaunchPlan, args: EstimatorArgs) -> list[ErrorItem]:
             out.append(item(join_path("inputs", model_channel), f"duplicate channel: model_uri uses channel "
                             f"{model_channel!r}; rename the input or set model_channel_name", model_channel))
     if args.enable_network_isolation and "code" in plan.channels:
-        out.append(item("inputs.code", "with enable_network_isolation the code arrives in channel 'code'; rename the input"))
+        out.append(item("inputs.code",
+                        "with enable_network_isolation the code arrives in channel 'code'; rename the input"))
     return out
 
 
@@ -104,7 +105,8 @@ def _limits(plan: LaunchPlan, reserved_env: int) -> list[ErrorItem]:
     ]
 
 
-def problems(plan: LaunchPlan, args: EstimatorArgs, *, reserved_env: int = 1, region: str | None = None) -> list[ErrorItem]:
+def problems(plan: LaunchPlan, args: EstimatorArgs, *, reserved_env: int = 1,
+             region: str | None = None) -> list[ErrorItem]:
     local = [t for t in plan.instance_types if is_local(t)]  # every instance group's type, not only the ranks'
     if local:
         return [item("instance_groups" if plan.instance_groups else "instance_type",

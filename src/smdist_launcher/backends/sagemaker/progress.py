@@ -11,7 +11,8 @@ from typing import Any
 
 def transitions(description: dict[str, Any]) -> list[tuple[str, str]]:
     """(secondary status, message) pairs SageMaker reported so far, oldest first."""
-    return [(t.get("Status", ""), t.get("StatusMessage", "")) for t in description.get("SecondaryStatusTransitions") or []]
+    return [(t.get("Status", ""), t.get("StatusMessage", ""))
+            for t in description.get("SecondaryStatusTransitions") or []]
 
 
 # the primary status while a secondary status lasted (SageMaker's pairs); anything else is InProgress
@@ -52,8 +53,8 @@ class Progress:
             then = status if i == len(steps) - 1 else _STATUS_DURING.get(secondary, "InProgress")
             self._show(f"[smdist] {self._job}: {then} / {secondary}" + (f": {message}" if message else ""))
         if status != self._status and len(steps) == self._seen:  # a status change with no new secondary status
-            secondary = description.get("SecondaryStatus")
-            self._show(f"[smdist] {self._job}: {status}" + (f" / {secondary}" if secondary else ""))
+            latest = description.get("SecondaryStatus")
+            self._show(f"[smdist] {self._job}: {status}" + (f" / {latest}" if latest else ""))
         self._seen, self._status = len(steps), status
 
     def log_line(self, line: str) -> None:

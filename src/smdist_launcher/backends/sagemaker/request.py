@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...contract.config_files import MODEL_CONTENT_TYPE
-from ...plan.model import REDACTED, Channel, LaunchPlan, is_secret_key
 from ...jobspec.catalog import lookup
 from ...jobspec.estimator_args import EstimatorArgs
 from ...jobspec.rules.arguments import DEFAULT_MAX_RUN
+from ...plan.model import REDACTED, Channel, LaunchPlan, is_secret_key
 from .images import default_image_uri, image_instance_type
 from .locations import SUBMIT_ARCHIVE, default_bucket, output_path, role_arn, submit_uri
 
@@ -57,7 +57,8 @@ def target_for(plan: LaunchPlan, args: EstimatorArgs, *, region: str, account: s
 
 
 def image_uri(plan: LaunchPlan, args: EstimatorArgs, region: str) -> str:
-    uri = args.image_uri or default_image_uri(args, plan.framework, lookup(image_instance_type(plan)), region, plan.strategy)
+    uri = args.image_uri or default_image_uri(args, plan.framework, lookup(image_instance_type(plan)), region,
+                                              plan.strategy)
     if uri is None:  # preflight.check() reports it with the key path
         raise ValueError("image_uri is required: no training image can be derived")
     return uri
@@ -85,7 +86,8 @@ def hyperparameters(plan: LaunchPlan, args: EstimatorArgs, target: JobTarget) ->
 
 def _s3_channel(name: str, uri: str, *, distribution: str = "FullyReplicated") -> dict[str, Any]:
     return {"ChannelName": name,
-            "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": uri, "S3DataDistributionType": distribution}}}
+            "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": uri,
+                                            "S3DataDistributionType": distribution}}}
 
 
 def _channel(name: str, channel: Channel, input_mode: str) -> dict[str, Any]:
@@ -123,7 +125,8 @@ def _resource_config(plan: LaunchPlan, args: EstimatorArgs) -> dict[str, Any]:
 
 
 def _algorithm(plan: LaunchPlan, args: EstimatorArgs, region: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"TrainingImage": image_uri(plan, args, region), "TrainingInputMode": args.input_mode or "File"}
+    out: dict[str, Any] = {"TrainingImage": image_uri(plan, args, region),
+                           "TrainingInputMode": args.input_mode or "File"}
     if args.metric_definitions:
         out["MetricDefinitions"] = [m.model_dump() for m in args.metric_definitions]
     metrics = args.enable_sagemaker_metrics

@@ -8,7 +8,6 @@ from ...errors import JobFailedError
 from ..api import JobState
 
 
-
 @dataclass(frozen=True)
 class SageMakerJob:
     """A submitted job. `status` is the last one seen (InProgress when not waited for)."""

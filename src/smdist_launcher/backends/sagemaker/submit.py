@@ -8,9 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ...jobspec.estimator_args import EstimatorArgs
 from ...plan.model import LaunchPlan
 from ..api import Submission
-from ...jobspec.estimator_args import EstimatorArgs
+from ..toolkit.source_tree import SourceEntry
 from . import preflight
 from .aws import AwsClients, check_buckets, ensure_bucket, resolve_region
 from .job import TrainingJob, _say
@@ -18,8 +19,8 @@ from .locations import SUBMIT_ARCHIVE, default_bucket, split_s3
 from .request import LAUNCHER_ENV, JobTarget, build_request, plan_for_container, target_for
 from .roles import resolve_role
 from .status import SageMakerJob
-from ..toolkit.source_tree import SourceEntry
 from .upload import archive_members, upload_archive, write_archive
+
 
 def _code_members(submission: Submission) -> list[SourceEntry] | None:
     """Files of the code archive; None when source_dir is already an s3:// archive (used as is, without the plan)."""
@@ -27,12 +28,15 @@ def _code_members(submission: Submission) -> list[SourceEntry] | None:
     if plan.source_dir and plan.source_dir.startswith("s3://"):
         return None
     source_dir = str(code.source) if plan.source_dir is not None and code.source is not None else None
-    entry = str(code.entry_point) if code.entry_point is not None else None
+    if code.entry_point is None:
+        raise ValueError(f"job {plan.job_name}: the submission names no entry point to pack")
+    entry = str(code.entry_point)
     return archive_members(source_dir, entry, [str(d) for d in code.dependencies],
                            follow_symlinks=code.follow_symlinks)
 
 
-def _prepare_buckets(clients: AwsClients, args: EstimatorArgs, target: JobTarget, default: str, *, uploads: bool) -> None:
+def _prepare_buckets(clients: AwsClients, args: EstimatorArgs, target: JobTarget, default: str, *,
+                     uploads: bool) -> None:
     """Create the default bucket when it is used; the user's buckets must exist (checked before anything is written)."""
     used = {"output_path": split_s3(target.output_path)[0]}
     if uploads:

@@ -11,9 +11,9 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from ..toolkit.source_tree import SourceEntry, walk_source
 from ..storage.locations import parse_location
 from ..storage.s3 import upload_file
+from ..toolkit.source_tree import SourceEntry, walk_source
 from .request import PLAN_IN_ARCHIVE
 
 FIXED_MTIME = 315532800  # 1980-01-01: tools that dislike 1970 timestamps accept it

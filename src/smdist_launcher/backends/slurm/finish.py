@@ -12,8 +12,8 @@ from pathlib import Path
 
 from ...contract import MLPaths
 from ...plan.model import LaunchPlan
-from ..toolkit import records
 from ..local.host_environment import scrub_host_secrets
+from ..toolkit import records
 from ..toolkit.diagnosis import describe_failure, describe_stop
 from ..toolkit.jobdir import JobDir
 from ..toolkit.outputs import collect_outputs, save_checkpoints

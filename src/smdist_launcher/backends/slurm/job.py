@@ -17,11 +17,11 @@ from ...contract.config_files import hyperparameters_for
 from ...contract.secrets import SECRET_HPS_ENV, encode_secret_env, is_secret_key, secret_hyperparameters
 from ...errors import JobFailedError
 from ...plan.model import LaunchPlan
+from ..api import JobHandle, Submission
 from ..toolkit import records
 from ..toolkit.job_console import JobConsole, console_for
 from ..toolkit.jobdir import JobDir, jobs_root as resolve_jobs_root
 from ..toolkit.outputs import restore_checkpoints
-from ..api import JobHandle, Submission
 from ..toolkit.staging import prepare_local_run, stage_channels, stage_code, submission_of
 from . import scheduler
 from .finish import finalize
@@ -85,7 +85,7 @@ class SlurmJob:
         """scancel; the record becomes Stopped once Slurm has ended the job."""
         scheduler.cancel(self.slurm_job_id)
 
-    def wait(self, timeout: float | None = None) -> "SlurmJob":
+    def wait(self, timeout: float | None = None) -> SlurmJob:
         """Follow the job (its hosts' lines on the console) until it ends; JobFailedError unless it completed.
         Ctrl-C cancels the job, as in local mode."""
         follower = _LogFollower(self.dir, self.plan.host_names, self.console)

@@ -8,7 +8,6 @@ of container/rsh_server.py), not through Slurm's launcher, so every rank sees it
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -21,10 +20,10 @@ from ...contract import write_host_config
 from ...contract.secrets import REDACTED, SECRET_HPS_ENV
 from ...plan.model import LaunchPlan
 from ..local.host_environment import host_environment
+from ..local.localize import with_master_port
 from ..toolkit.job_console import SilentConsole
 from ..toolkit.jobdir import JobDir
 from ..toolkit.log_mux import LogMux
-from ..local.localize import with_master_port
 from ..toolkit.outputs import checkpoint_dir
 from ..toolkit.records import JobRecord
 
@@ -67,7 +66,7 @@ def host_launch(job: JobDir, node_id: int, nodes: list[str], slurm_job_id: str,
     if len(nodes) != len(plan.hosts):
         raise SystemExit(f"smdist: the allocation has {len(nodes)} nodes but the plan has {len(plan.hosts)} hosts")
     host = plan.host_names[node_id]
-    addresses = {h: node_address(n) for h, n in zip(plan.host_names, nodes)}
+    addresses = {h: node_address(n) for h, n in zip(plan.host_names, nodes, strict=True)}
     run_plan = with_master_port(plan, master_port(slurm_job_id))
     paths = write_host_config(job.host_root(host), run_plan.to_dict(), host,
                               channels={name: "File" for name in plan.channels})

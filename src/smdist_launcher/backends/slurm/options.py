@@ -15,11 +15,11 @@ _NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
 class SlurmOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    partition: str | None = Field(None, description="sbatch --partition")
-    account: str | None = Field(None, description="sbatch --account")
-    qos: str | None = Field(None, description="sbatch --qos")
-    time: str | None = Field(None, description="sbatch --time (default: the job's max_run)")
-    gpus_per_node: int | None = Field(None, ge=0, le=64,
+    partition: str | None = Field(default=None, description="sbatch --partition")
+    account: str | None = Field(default=None, description="sbatch --account")
+    qos: str | None = Field(default=None, description="sbatch --qos")
+    time: str | None = Field(default=None, description="sbatch --time (default: the job's max_run)")
+    gpus_per_node: int | None = Field(default=None, ge=0, le=64,
                                       description="GPUs per node (default: the instance type's GPUs)")
 
     @field_validator("partition", "account", "qos")

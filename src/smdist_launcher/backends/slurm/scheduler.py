@@ -45,7 +45,7 @@ HOPELESS_PENDING = {
 }
 
 
-def hopeless(state: "SlurmState") -> str | None:
+def hopeless(state: SlurmState) -> str | None:
     """A message when the job is PENDING for a reason that never clears by itself, else None."""
     if state.state == "PENDING" and state.reason in HOPELESS_PENDING:
         return (f"the cluster will never start the job (pending: {state.reason})\n"

@@ -65,7 +65,8 @@ def _groups_note(plan: LaunchPlan) -> str:
         return ""
     groups = ", ".join(f"{g.name} ({'..'.join(dict.fromkeys((g.hosts[0], g.hosts[-1])))}"
                        f"{', the distribution' if g.distribution else ''})" for g in plan.instance_groups)
-    return (f"# Instance groups: {groups}. One allocation: every node gets the resources of the distribution's group.\n")
+    return (f"# Instance groups: {groups}. One allocation: "
+            "every node gets the resources of the distribution's group.\n")
 
 
 def sbatch_script(plan: LaunchPlan, options: SlurmOptions | None = None) -> str:

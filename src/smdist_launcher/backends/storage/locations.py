@@ -18,7 +18,7 @@ class Location:
     def is_s3(self) -> bool:
         return self.bucket is not None
 
-    def child(self, *parts: str) -> "Location":
+    def child(self, *parts: str) -> Location:
         if self.is_s3:
             key = "/".join(p.strip("/") for p in (self.key, *parts) if p.strip("/"))
             return Location(f"s3://{self.bucket}/{key}", bucket=self.bucket, key=key)

@@ -123,7 +123,7 @@ def describe_stop(reason: str, log_files: dict[str, Path], stacks: list[Any] | N
             parts.append(f"  {st.describe()}")
             parts.extend(f"      {line.strip()}" for line in st.dump[:STACK_LINES])
     parts.append("Last lines per host:")
-    for host, path in log_files.items():
+    for path in log_files.values():  # each line carries its host's prefix already
         parts.extend(f"  {line}" for line in tail(path, lines))
     return "\n".join(parts)
 

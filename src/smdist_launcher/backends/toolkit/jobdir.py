@@ -88,7 +88,7 @@ class JobDir:
         return self.logs_dir / f"{host}.log"
 
     @classmethod
-    def create(cls, root: Path, job_name: str) -> "JobDir":
+    def create(cls, root: Path, job_name: str) -> JobDir:
         """Make a fresh job folder; refuses to reuse one (a job's record is never overwritten)."""
         path = root / check_job_name(job_name)
         root.mkdir(parents=True, exist_ok=True)
@@ -104,7 +104,7 @@ class JobDir:
         return job
 
     @classmethod
-    def open(cls, root: Path, job_name: str) -> "JobDir":
+    def open(cls, root: Path, job_name: str) -> JobDir:
         path = root / check_job_name(job_name)
         if not (path / "job.json").is_file():
             raise FileNotFoundError(f"no job named {job_name!r} in {root}")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 import threading
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO
 
 from .job_console import JobConsole

@@ -42,8 +42,8 @@ class JobRecord:
     # when that process started (clock ticks since boot, /proc/<pid>/stat): a reused pid is not the launcher
     launcher_started: int | None = field(default_factory=lambda: process_start(os.getpid()))
     plan: dict[str, Any] = field(default_factory=dict)
-    # Which backend ran the job (a backends.registry name; "local" in older records is "process") and what that backend needs to find the
-    # job again (a Slurm job id, container names): status/stop/logs dispatch on these.
+    # Which backend ran the job (a backends.registry name; "local" in older records is "process") and what that
+    # backend needs to find the job again (a Slurm job id, container names): status/stop/logs dispatch on these.
     backend: str = "process"
     backend_info: dict[str, Any] = field(default_factory=dict)
 
@@ -85,7 +85,7 @@ class JobRecord:
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: Path) -> "JobRecord":
+    def load(cls, path: Path) -> JobRecord:
         data = json.loads(path.read_text())
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)

@@ -18,9 +18,9 @@ from urllib.parse import unquote, urlparse
 from ...contract import MLPaths
 from ...plan.model import Channel, LaunchPlan
 from ..api import Code, Submission
-from ..toolkit.source_tree import check_source_links
 from ..storage import s3 as s3io
 from ..storage.locations import Location, parse_location
+from ..toolkit.source_tree import check_source_links
 
 _CODE_IGNORE = ("__pycache__", "*.pyc", ".git", ".hg", ".svn", ".smdist", ".venv", ".mypy_cache", ".pytest_cache")
 

@@ -1,4 +1,5 @@
-"""Rules on single arguments that pydantic's types cannot express: names, URIs, pairs that go together, unsupported features."""
+"""Rules on single arguments that pydantic's types cannot express: names, URIs, pairs that go together, unsupported
+features."""
 from __future__ import annotations
 
 import json
@@ -29,7 +30,8 @@ MAX_ENVIRONMENT_VALUE = 512
 
 _UNSUPPORTED = {
     "git_config": "code from git is not supported; clone the repository and point source_dir at it",
-    "container_entry_point": "a custom container entry point would replace the launcher the plan describes; not supported",
+    "container_entry_point": "a custom container entry point would replace the launcher the plan describes; "
+                             "not supported",
     "container_arguments": "custom container arguments would replace the launcher the plan describes; not supported",
     "training_recipe": "SageMaker training recipes are not supported; give entry_point and distribution instead",
     "recipe_overrides": "SageMaker training recipes are not supported",
@@ -89,10 +91,13 @@ def _hyperparameters(ctx: RuleContext) -> Iterator[ErrorItem]:
         elif key.startswith("sagemaker_"):
             yield item(path, "names starting with 'sagemaker_' are reserved for the launcher; rename it", value)
         elif key == "mp_parameters" and ctx.args.distribution and ctx.args.distribution.modelparallel_on:
-            yield item(path, "is set by the launcher from distribution.smdistributed.modelparallel.parameters; remove it", value)
+            yield item(path,
+                       "is set by the launcher from distribution.smdistributed.modelparallel.parameters; remove it",
+                       value)
         elif key == "model_dir" and isinstance(getattr(ctx.args, "model_dir", None), str):
-            yield item(path, "is also given as the model_dir argument (which the launcher passes as this hyperparameter); "
-                             "keep one", value)
+            yield item(path,
+                       "is also given as the model_dir argument (which the launcher passes as this hyperparameter); "
+                       "keep one", value)
         elif isinstance(value, float) and not math.isfinite(value):
             yield item(path, "must be a finite number", value)
         else:
@@ -148,7 +153,8 @@ def _uris(ctx: RuleContext) -> Iterator[ErrorItem]:
                 yield item("output_path", "file:// output paths work only with local instance types; use an s3:// URI",
                            args.output_path)
         elif not _S3.match(args.output_path):
-            yield item("output_path", "must be an s3://<bucket>/<prefix> URI (or file://<dir> in local mode)", args.output_path)
+            yield item("output_path", "must be an s3://<bucket>/<prefix> URI (or file://<dir> in local mode)",
+                       args.output_path)
     if args.code_location is not None and not _S3.match(args.code_location):
         yield item("code_location", "must be an s3://<bucket>/<prefix> URI with a lower-case bucket name",
                    args.code_location)

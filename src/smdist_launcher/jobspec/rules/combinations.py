@@ -24,8 +24,8 @@ ALLOWED_KEYS: dict[str, frozenset[str]] = {
     "mxnet": frozenset({"parameter_server", "mpi", "instance_groups"}),
 }
 _WHY = {
-    ("pytorch", "parameter_server"): "the PyTorch container has no parameter-server runner (each host would train alone); "
-                                     "use torch_distributed or pytorchddp",
+    ("pytorch", "parameter_server"): "the PyTorch container has no parameter-server runner (each host would train "
+                                     "alone); use torch_distributed or pytorchddp",
     ("pytorch", "multi_worker_mirrored_strategy"): "it is a TensorFlow strategy; use torch_distributed",
 }
 
@@ -43,8 +43,9 @@ def _smdistributed(ctx: RuleContext) -> Iterator[ErrorItem]:
     if info is None or info.local or not info.gpus:
         return  # no-GPU and Trainium instances are reported by the instance rules
     if strategy in _SMDDP and info.instance_type not in SMDDP_INSTANCE_TYPES:
-        yield item(STRATEGY_KEY[strategy], f"{_SMDDP[strategy]} is supported on {', '.join(SMDDP_INSTANCE_TYPES)} only, "
-                                           f"not {info.instance_type}; choose one of them or use torch_distributed",
+        yield item(STRATEGY_KEY[strategy],
+                   f"{_SMDDP[strategy]} is supported on {', '.join(SMDDP_INSTANCE_TYPES)} only, "
+                   f"not {info.instance_type}; choose one of them or use torch_distributed",
                    info.instance_type)
     elif strategy == "smp_v1" and info.instance_type.startswith("ml.p5."):
         yield item(STRATEGY_KEY[strategy], f"SMP v1 (smdistributed.modelparallel with mpi) does not support "
@@ -62,17 +63,21 @@ def check(ctx: RuleContext) -> Iterator[ErrorItem]:
     if allowed is not None:
         label = ctx.framework if ctx.framework == ctx.base_framework else f"{ctx.framework} ({ctx.base_framework})"
         for key in sorted(dist.model_fields_set - allowed):
-            why = _WHY.get((ctx.base_framework, key), f"{label} supports: {', '.join(sorted(allowed - {'instance_groups'}))}")
+            why = _WHY.get((ctx.base_framework, key),
+                           f"{label} supports: {', '.join(sorted(allowed - {'instance_groups'}))}")
             yield item(f"distribution.{key}", f"is not available for {label}: {why}", dist.normalized()[key])
     if dist.instance_groups is not None:
         if ctx.launch.strategy == "single":
-            yield item("distribution.instance_groups", "names instance groups for a distribution strategy, but none is "
-                                                       "enabled; enable one or remove instance_groups", dist.instance_groups)
+            yield item("distribution.instance_groups",
+                       "names instance groups for a distribution strategy, but none is enabled; enable one or remove "
+                       "instance_groups", dist.instance_groups)
         groups = [g.instance_group_name for g in ctx.args.instance_groups or []]
         if not groups:
-            yield item("distribution.instance_groups", "names instance groups, but the estimator has no instance_groups; "
-                                                       "remove it or define instance_groups", dist.instance_groups)
+            yield item("distribution.instance_groups",
+                       "names instance groups, but the estimator has no instance_groups; "
+                       "remove it or define instance_groups", dist.instance_groups)
         else:
             for i, name in enumerate(dist.instance_groups):
                 if name not in groups:
-                    yield item(f"distribution.instance_groups[{i}]", f"unknown instance group; defined: {', '.join(groups)}", name)
+                    yield item(f"distribution.instance_groups[{i}]",
+                               f"unknown instance group; defined: {', '.join(groups)}", name)

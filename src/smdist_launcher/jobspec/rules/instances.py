@@ -9,8 +9,9 @@ from ..error_items import did_you_mean, item
 from .context import RuleContext, host_count
 
 STRATEGY_KEY = {
-    "smddp": "distribution.smdistributed", "smp_v1": "distribution.smdistributed", "smp_v2": "distribution.smdistributed",
-    "pytorchddp": "distribution.pytorchddp", "mpi": "distribution.mpi", "parameter_server": "distribution.parameter_server",
+    "smddp": "distribution.smdistributed", "smp_v1": "distribution.smdistributed",
+    "smp_v2": "distribution.smdistributed", "pytorchddp": "distribution.pytorchddp", "mpi": "distribution.mpi",
+    "parameter_server": "distribution.parameter_server",
     "multi_worker_mirrored_strategy": "distribution.multi_worker_mirrored_strategy",
     "torch_distributed": "distribution.torch_distributed",
 }
@@ -20,7 +21,8 @@ MAX_INSTANCE_COUNT = 4096
 # Without a catalog vCPU count: a process per vCPU of the largest instances, with room to spare.
 MAX_PROCESSES_PER_HOST = 256
 PPH_PATH = "distribution.mpi.processes_per_host"
-_NEEDS_GPU = {"smddp": "smdistributed.dataparallel", "pytorchddp": "pytorchddp", "smp_v1": "smdistributed.modelparallel",
+_NEEDS_GPU = {"smddp": "smdistributed.dataparallel", "pytorchddp": "pytorchddp",
+              "smp_v1": "smdistributed.modelparallel",
               "smp_v2": "smdistributed.modelparallel"}
 
 
@@ -42,7 +44,8 @@ def _completeness(ctx: RuleContext) -> Iterator[ErrorItem]:
             yield from _groups(ctx)
         return
     if args.instance_type is None and "instance_type" not in ctx.broken:
-        yield item("instance_type", "is required, e.g. 'ml.p4d.24xlarge' (or 'local' / 'local_gpu' to run on this machine)")
+        yield item("instance_type",
+                   "is required, e.g. 'ml.p4d.24xlarge' (or 'local' / 'local_gpu' to run on this machine)")
     if args.instance_count is None and "instance_count" not in ctx.broken:
         yield item("instance_count", "is required, e.g. 1")
 
@@ -72,26 +75,30 @@ def _groups(ctx: RuleContext) -> Iterator[ErrorItem]:
     if strategy not in HETERO_STRATEGIES:
         # the SDK refuses these with any instance_groups, one group included ("Don't set training instance groups
         # while no distribution strategies enabled!")
-        yield item(STRATEGY_KEY.get(strategy, "distribution"), f"{strategy} cannot run on instance groups (SageMaker runs "
-                                                               "only mpi, smdistributed, pytorchddp and torch_distributed "
-                                                               "there); use instance_type + instance_count")
+        yield item(STRATEGY_KEY.get(strategy, "distribution"),
+                   f"{strategy} cannot run on instance groups (SageMaker runs "
+                   "only mpi, smdistributed, pytorchddp and torch_distributed "
+                   "there); use instance_type + instance_count")
     elif strategy != "single" and len(groups) > 1 and (dist is None or not dist.instance_groups):
-        yield item("distribution.instance_groups", "is required with several instance groups: name the one group the "
-                                                   f"distribution runs on, e.g. instance_groups: [{groups[-1].instance_group_name}] "
-                                                   "(the other groups run the script once per host, on their own)")
+        yield item("distribution.instance_groups",
+                   "is required with several instance groups: name the one group the "
+                   f"distribution runs on, e.g. instance_groups: [{groups[-1].instance_group_name}] "
+                   "(the other groups run the script once per host, on their own)")
 
 
 def _known(ctx: RuleContext) -> Iterator[ErrorItem]:
     if ctx.args.instance_type is not None or not ctx.args.instance_groups:
         checked = [("instance_type", ctx.instance_type)]
     else:
-        checked = [(f"instance_groups[{i}].instance_type", g.instance_type) for i, g in enumerate(ctx.args.instance_groups)]
+        checked = [(f"instance_groups[{i}].instance_type", g.instance_type)
+                   for i, g in enumerate(ctx.args.instance_groups)]
     for path, instance_type in checked:
         if instance_type is None or is_known(instance_type):
             continue
         hint = did_you_mean(instance_type, known_instance_types())
-        yield item(path, f"unknown instance type{hint} (ml.<family>.<size> such as ml.p4d.24xlarge, or local, local_cpu, "
-                         "local_gpu; new types go in smdist_launcher/jobspec/instances.json)", instance_type)
+        yield item(path,
+                   f"unknown instance type{hint} (ml.<family>.<size> such as ml.p4d.24xlarge, or local, local_cpu, "
+                   "local_gpu; new types go in smdist_launcher/jobspec/instances.json)", instance_type)
 
 
 def _n(count: int) -> str:
@@ -116,15 +123,17 @@ def _bounds(ctx: RuleContext) -> Iterator[ErrorItem]:
         yield from _local_bounds(ctx, count)
         return
     if count > MAX_INSTANCE_COUNT:
-        yield item(_count_path(ctx), f"{_n(count)} instances; at most {MAX_INSTANCE_COUNT:,} per training job (and your "
-                                     "account's SageMaker quota for the instance type, usually far lower: see Service "
-                                     "Quotas)", count)
+        yield item(_count_path(ctx),
+                   f"{_n(count)} instances; at most {MAX_INSTANCE_COUNT:,} per training job (and your "
+                   "account's SageMaker quota for the instance type, usually far lower: see Service "
+                   "Quotas)", count)
     pph = ctx.launch.processes_per_host
     limit, what = ((info.vcpus, f"{info.instance_type} has {info.vcpus} vCPUs") if info is not None and info.vcpus
                    else (MAX_PROCESSES_PER_HOST, "a fixed bound"))
     if ctx.launch.strategy is not None and pph > limit:
-        yield item(PPH_PATH, f"{_n(pph)} processes per host; at most {limit} ({what}): one process per GPU, Neuron core "
-                             "or vCPU at most", pph)
+        yield item(PPH_PATH,
+                   f"{_n(pph)} processes per host; at most {limit} ({what}): one process per GPU, Neuron core "
+                   "or vCPU at most", pph)
 
 
 def _local_bounds(ctx: RuleContext, count: int) -> Iterator[ErrorItem]:
@@ -148,19 +157,22 @@ def _hardware(ctx: RuleContext) -> Iterator[ErrorItem]:
     if info is None or strategy is None:
         return
     if is_trainium(info.instance_type) and strategy not in ("single", "torch_distributed"):
-        yield item(STRATEGY_KEY[strategy], f"is not supported on Trainium ({info.instance_type}); Trainium instances run "
-                                           "only torch_distributed")
+        yield item(STRATEGY_KEY[strategy],
+                   f"is not supported on Trainium ({info.instance_type}); Trainium instances run "
+                   "only torch_distributed")
     elif not info.local and info.gpus == 0 and strategy in _NEEDS_GPU:
         yield item(STRATEGY_KEY[strategy], f"{_NEEDS_GPU[strategy]} needs GPU instances (e.g. ml.p4d.24xlarge); "
                                            f"{info.instance_type} has no GPUs")
     if info.local:
         if ctx.args.use_spot_instances:
-            yield item("use_spot_instances", "spot training is not supported with local instance types; remove it", True)
+            yield item("use_spot_instances", "spot training is not supported with local instance types; remove it",
+                       True)
         return
     pph = ctx.launch.processes_per_host
     for count, what in ((info.gpus, "GPUs"), (info.neuron_cores, "Neuron cores")):
         if count and pph > count:
-            ctx.warn(f"distribution.mpi.processes_per_host: {_n(pph)} processes per host but {info.instance_type} has {count} "
+            ctx.warn(f"distribution.mpi.processes_per_host: {_n(pph)} processes per host but "
+                     f"{info.instance_type} has {count} "
                      f"{what}; ranks will share devices")
             return
     # more processes than vCPUs: an error (_bounds)

@@ -16,8 +16,10 @@ P = "distribution.smdistributed.modelparallel.parameters"
 
 def _v1(p: SMPParameters, world: int | None, shaky: frozenset[str]) -> Iterator[ErrorItem]:
     given = p.given()
-    if p.partitions is not None and p.pipeline_parallel_degree is not None and p.partitions != p.pipeline_parallel_degree:
-        yield item(f"{P}.partitions", f"is an alias of pipeline_parallel_degree ({p.pipeline_parallel_degree}); give only one",
+    if (p.partitions is not None and p.pipeline_parallel_degree is not None
+            and p.partitions != p.pipeline_parallel_degree):
+        yield item(f"{P}.partitions",
+                   f"is an alias of pipeline_parallel_degree ({p.pipeline_parallel_degree}); give only one",
                    p.partitions)
     pp = p.pipeline_parallel_degree or p.partitions or 1
     tp = p.tensor_parallel_degree or 1
@@ -26,7 +28,8 @@ def _v1(p: SMPParameters, world: int | None, shaky: frozenset[str]) -> Iterator[
                                              "without an explicit smp.partition)")
     pp_known = not shaky & {"partitions", "pipeline_parallel_degree"}
     if p.default_partition is not None and p.default_partition >= pp and pp_known:
-        yield item(f"{P}.default_partition", f"must be less than the number of partitions ({pp}), got {p.default_partition}",
+        yield item(f"{P}.default_partition",
+                   f"must be less than the number of partitions ({pp}), got {p.default_partition}",
                    p.default_partition)
     for key in ("ddp_port", "ddp_dist_backend"):
         if key in given and not p.ddp:
@@ -44,8 +47,9 @@ def _v1(p: SMPParameters, world: int | None, shaky: frozenset[str]) -> Iterator[
     if shaky:
         return  # a product with an unknown degree in it would be made up
     if pp * tp > 1 and world % pp == 0 and world % tp == 0 and world % (pp * tp):
-        yield item(f"{P}.tensor_parallel_degree", f"pipeline_parallel_degree × tensor_parallel_degree = {pp * tp} must divide "
-                                                  f"the world size {world}", tp)
+        yield item(f"{P}.tensor_parallel_degree",
+                   f"pipeline_parallel_degree × tensor_parallel_degree = {pp * tp} must divide "
+                   f"the world size {world}", tp)
     sdp = p.sharded_data_parallel_degree
     if sdp is not None and world % (pp * tp) == 0 and (world // (pp * tp)) % sdp:
         yield item(f"{P}.sharded_data_parallel_degree", f"must divide the data-parallel degree world/(pp×tp) = "
@@ -66,13 +70,15 @@ def _v2(p: SMPParameters, world: int | None) -> Iterator[ErrorItem]:
     rest = world // tp
     hsd = p.hybrid_shard_degree
     if hsd is not None and hsd > 1 and rest % hsd:
-        yield item(f"{P}.hybrid_shard_degree", f"must divide world size / tensor_parallel_degree = {world}/{tp} = {rest} "
-                                               "(0 = shard over all of them, 1 = no sharding)", hsd)
+        yield item(f"{P}.hybrid_shard_degree",
+                   f"must divide world size / tensor_parallel_degree = {world}/{tp} = {rest} "
+                   "(0 = shard over all of them, 1 = no sharding)", hsd)
     cp = p.context_parallel_degree
     if cp is not None and cp > 1:
         limit = hsd if hsd and hsd > 0 else rest
         if cp > limit:
-            what = f"hybrid_shard_degree ({hsd})" if hsd and hsd > 0 else f"world size / tensor_parallel_degree ({rest})"
+            what = (f"hybrid_shard_degree ({hsd})" if hsd and hsd > 0
+                    else f"world size / tensor_parallel_degree ({rest})")
             yield item(f"{P}.context_parallel_degree", f"must be ≤ {what}", cp)
         elif rest % cp:
             yield item(f"{P}.context_parallel_degree", f"must divide world size / tensor_parallel_degree = {rest}", cp)

@@ -10,9 +10,8 @@ from ..strategy import MULTI_PROCESS
 from .context import RuleContext
 
 
-def _exists(ctx: RuleContext) -> Iterator[ErrorItem]:
+def _exists(ctx: RuleContext, entry: str) -> Iterator[ErrorItem]:
     args = ctx.args
-    entry = args.entry_point
     if args.source_dir is not None and not args.source_dir.startswith("s3://"):
         root = args.source_dir_path or ""
         if not os.path.isdir(root):
@@ -24,8 +23,9 @@ def _exists(ctx: RuleContext) -> Iterator[ErrorItem]:
         if not os.path.isfile(args.entry_point_path or ""):
             yield item("entry_point", f'no file named "{entry}" was found in directory "{root}"', entry)
     elif args.source_dir is None and not os.path.isfile(args.entry_point_path or ""):
-        yield item("entry_point", f'no file named "{entry}" was found (looked in {args.base_dir}); give the script path '
-                                  "or set source_dir", entry)
+        yield item("entry_point",
+                   f'no file named "{entry}" was found (looked in {args.base_dir}); give the script path '
+                   "or set source_dir", entry)
 
 
 def check(ctx: RuleContext) -> Iterator[ErrorItem]:
@@ -44,6 +44,6 @@ def check(ctx: RuleContext) -> Iterator[ErrorItem]:
         yield item("entry_point", f"{ctx.launch.strategy} runs Python scripts only (*.py)", entry)
     if ctx.check_source:
         try:
-            yield from _exists(ctx)
+            yield from _exists(ctx, entry)
         except (OSError, ValueError) as exc:
             yield item("entry_point", f"cannot be checked: {exc}", entry)

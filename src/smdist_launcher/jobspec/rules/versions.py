@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from ...errors import ErrorItem
 from .. import image_catalog, versions
 from ..catalog import is_local, is_trainium
-from ..estimator_args import HuggingFaceArgs
 from ..error_items import item
+from ..estimator_args import HuggingFaceArgs
 from .context import RuleContext
 
 _PY = re.compile(r"^py3\d*$")
@@ -47,8 +47,9 @@ def _required(ctx: RuleContext) -> Iterator[ErrorItem]:
     if args.image_uri:
         return
     if ctx.framework == "framework":
-        yield item("image_uri", "is required for the generic Framework estimator (it has no framework image to derive); "
-                                "give the training image URI")
+        yield item("image_uri",
+                   "is required for the generic Framework estimator (it has no framework image to derive); "
+                   "give the training image URI")
         return
     hint = "or give image_uri"
     if isinstance(args, HuggingFaceArgs):
@@ -71,7 +72,8 @@ def _formats(ctx: RuleContext) -> Iterator[ErrorItem]:
             yield item("framework_version", "HuggingFace takes pytorch_version or tensorflow_version (plus "
                                             "transformers_version), not framework_version", args.framework_version)
         if args.pytorch_version is not None and args.tensorflow_version is not None:
-            yield item("tensorflow_version", "give pytorch_version or tensorflow_version, not both", args.tensorflow_version)
+            yield item("tensorflow_version", "give pytorch_version or tensorflow_version, not both",
+                       args.tensorflow_version)
     for key in keys:
         value = getattr(args, key)
         if value is not None and not versions.is_version(value):
@@ -97,8 +99,10 @@ def _minimums(ctx: RuleContext) -> Iterator[ErrorItem]:
         yield item(key, f"{ceiling[1]} needs {base.capitalize()} < {ceiling[0]}, got {version}; use an older "
                         f"{key} or another distribution", version)
     if need and not versions.at_least(version, need[0]):
-        yield item(key, f"{need[1]} needs {'PyTorch' if base == 'pytorch' else base.capitalize()} ≥ {need[0]}, got {version}; "
-                        f"raise {key} or change the distribution", version)
+        yield item(key,
+                   f"{need[1]} needs {'PyTorch' if base == 'pytorch' else base.capitalize()} ≥ {need[0]}, "
+                   f"got {version}; "
+                   f"raise {key} or change the distribution", version)
     compiler = ctx.args.compiler_config
     if base == "pytorch" and compiler is not None and compiler.enabled and not versions.at_least(version, "1.12"):
         yield item(key, f"compiler_config needs PyTorch ≥ 1.12, got {version}", version)

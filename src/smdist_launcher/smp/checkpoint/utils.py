@@ -5,7 +5,11 @@ import logging
 import os
 import re
 import shutil
-from typing import Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
 
 log = logging.getLogger("smdist_launcher.smp")
 
@@ -26,7 +30,7 @@ SORT_BY_FIRST_INT: Callable[[str], int] = _first_int
 
 
 def list_subdirs(root: str | os.PathLike, regex: str | None = None,
-                 sort_fn: Callable[[str], object] | None = SORT_BY_LAST_INT) -> list[str]:
+                 sort_fn: Callable[[str], SupportsRichComparison] | None = SORT_BY_LAST_INT) -> list[str]:
     """Sub-folder names of ``root`` matching ``regex``, oldest first by ``sort_fn``."""
     if not os.path.isdir(root):
         return []
@@ -35,7 +39,8 @@ def list_subdirs(root: str | os.PathLike, regex: str | None = None,
     return sorted(names, key=sort_fn) if sort_fn is not None else sorted(names)
 
 
-def limit_num_subdirs(root_dir: str | os.PathLike, num_kept: int, sort_fn: Callable[[str], object] | None = SORT_BY_LAST_INT,
+def limit_num_subdirs(root_dir: str | os.PathLike, num_kept: int,
+                      sort_fn: Callable[[str], SupportsRichComparison] | None = SORT_BY_LAST_INT,
                       regex: str | None = None, log: bool = True, remove: bool | None = None) -> list[str]:
     """Delete all but the newest ``num_kept`` matching sub-folders of ``root_dir``; returns the removed names.
 

@@ -2,7 +2,7 @@
 memory-efficient kernels on GPUs, the math kernel on CPU)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F

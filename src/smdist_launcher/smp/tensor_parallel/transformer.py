@@ -1,4 +1,5 @@
-"""``torch.sagemaker.tensor_parallel.transformer``: ``TransformerLayer``, the class of the blocks after ``tsm.transform``.
+"""``torch.sagemaker.tensor_parallel.transformer``: ``TransformerLayer``, the class of the blocks after
+``tsm.transform``.
 
 SMP replaces a model's blocks with its own ``TransformerLayer``; scripts then pass that class to
 ``transformer_auto_wrap_policy`` and to their activation-checkpointing ``check_fn``. This runtime keeps the

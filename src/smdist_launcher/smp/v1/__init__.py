@@ -6,33 +6,53 @@ ranks come from OMPI_COMM_WORLD_*. Imports torch only.
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from ...compat import SMP_V1_VERSION as __version__  # noqa: F401 - re-exported as smp.__version__
 from .. import process_group as _pg
 from ..config import raw_parameters
 from . import amp, nn, optimizers, patches
 from .activation_checkpointing import set_activation_checkpointing
 from .checkpoint import load, save
 from .checkpoint_files import resume_from_checkpoint, save_checkpoint
-from .comm import (DP_GROUP, DP_RANK, MP_GROUP, MP_RANK, PP_GROUP, PP_RANK, RDP_GROUP, RDP_RANK, TP_GROUP, TP_RANK,
-                   WORLD, WORLD_RANK, CommGroup, RankType, allgather, barrier, broadcast, dp_barrier, group_ranks,
-                   mp_barrier, recv_from, send)
+from .comm import (
+    DP_GROUP,
+    DP_RANK,
+    MP_GROUP,
+    MP_RANK,
+    PP_GROUP,
+    PP_RANK,
+    RDP_GROUP,
+    RDP_RANK,
+    TP_GROUP,
+    TP_RANK,
+    WORLD,
+    WORLD_RANK,
+    CommGroup,
+    RankType,
+    allgather,
+    barrier,
+    broadcast,
+    dp_barrier,
+    group_ranks,
+    mp_barrier,
+    recv_from,
+    send,
+)
 from .config import V1Config, check_v1_world, parse_v1
 from .model import DistributedModel
 from .model_creation import delay_param_initialization, model_creation
 from .notices import warn_once as _warn_once
 from .optimizer import DistributedOptimizer
 from .partition import partition, set_partition
-from .state import reset as _reset_state
-from .state import state
+from .state import reset as _reset_state, state
 from .step import StepOutput, step
 from .tensor_parallel import set_tensor_parallelism, tensor_parallelism, tp_register, tp_register_with_module
 from .topology import build_topology
-
-from ...compat import SMP_V1_VERSION as __version__  # noqa: E402
 
 log = logging.getLogger("smdist_launcher.smp.v1")
 
@@ -69,7 +89,7 @@ def _cpu_shims() -> None:
         return None
 
     set_device._smp_cpu_shim = True  # type: ignore[attr-defined]
-    torch.cuda.set_device = set_device  # type: ignore[assignment]
+    torch.cuda.set_device = set_device
 
 
 def is_initialized() -> bool:

@@ -7,7 +7,8 @@ its stage's part of it, once partitioned, since each stage runs its own layers).
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -66,10 +67,12 @@ def set_activation_checkpointing(module: nn.Module, preserve_rng_state: bool = T
         _group_size(strategy, len(module))  # check now, not at the first forward
         original = module.forward
 
-        def forward(input: Any) -> Any:
+        def forward_sequential(input: Any) -> Any:
             if not torch.is_grad_enabled():
                 return original(input)
             return checkpoint_sequential(module, input, strategy, preserve_rng_state, pack_args_as_tuple)
+
+        forward: Callable[..., Any] = forward_sequential
     else:
         original = module.forward
 
@@ -78,5 +81,5 @@ def set_activation_checkpointing(module: nn.Module, preserve_rng_state: bool = T
                 return original(*args, **kwargs)
             return _torch_checkpoint(original, *args, use_reentrant=False, preserve_rng_state=preserve_rng_state,
                                      **kwargs)
-    module.forward = forward  # type: ignore[method-assign]
-    module._smp_checkpointed = True
+    module.forward = forward
+    cast(Any, module)._smp_checkpointed = True  # Module.__setattr__ is typed for tensors and modules only

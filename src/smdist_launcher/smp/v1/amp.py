@@ -13,7 +13,6 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 
-
 def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if isinstance(t, DTensor) else t
 
@@ -55,7 +54,8 @@ class GradScaler:
             return
         key = id(optimizer)
         if key in self._found_inf:
-            raise RuntimeError("smp.amp.GradScaler.unscale_() was already called on this optimizer since the last update()")
+            raise RuntimeError("smp.amp.GradScaler.unscale_() was already called on this optimizer "
+                               "since the last update()")
         if hasattr(optimizer, "_remap_params"):
             optimizer._remap_params()
         inv = 1.0 / self._scale

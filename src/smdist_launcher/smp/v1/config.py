@@ -1,8 +1,9 @@
 """SMP v1 parameters (``mp_parameters``): SMP's defaults and checks."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ...contract.smp_parameters import ALL_KEYS
 from ...errors import ErrorItem, ValidationError
@@ -81,7 +82,8 @@ def parse_v1(raw: Mapping[str, Any], where: str = KEY_PATH) -> V1Config:
         if key in _INTS:
             if value is None and key == "active_microbatches":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "default_partition" else 1):
+            least = 0 if key == "default_partition" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 errors.append(ErrorItem(path, "must be a positive integer", value))
             else:
                 values[key] = value

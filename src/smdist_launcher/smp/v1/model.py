@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -10,8 +11,8 @@ from torch import nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 from .. import teardown
-from ..process_group import current_device
 from ..delayed_param import materialize
+from ..process_group import current_device
 from .notices import warn_once
 from .partition import manual_split_points
 from .pipeline import PipelineRuntime, build_pipeline
@@ -96,14 +97,16 @@ class DistributedModel(nn.Module):
         if self._mode == "loss":
             if grad_tensors is not None:
                 raise NotImplementedError("smp: model.backward(outputs, grad_tensors) is not supported with "
-                                          "pipeline_parallel_degree > 1 here; call model.backward(loss) with a scalar loss")
+                                          "pipeline_parallel_degree > 1 here; "
+                                          "call model.backward(loss) with a scalar loss")
             self._mb_loss = tensors  # the pipeline schedule runs backward
             return
         scale = 1.0 / state.cfg.microbatches if self.average_grads_across_microbatches else 1.0
         if grad_tensors is None:
             (tensors * scale).backward()
         else:
-            grads = [g * scale for g in grad_tensors] if isinstance(grad_tensors, (list, tuple)) else grad_tensors * scale
+            grads = ([g * scale for g in grad_tensors] if isinstance(grad_tensors, (list, tuple))
+                     else grad_tensors * scale)
             torch.autograd.backward(tensors, grads)
 
     # --- what this rank holds ------------------------------------------------------------------
@@ -169,7 +172,8 @@ class DistributedModel(nn.Module):
     def join(self, *args: Any, **kwargs: Any) -> Iterator[None]:
         """Uneven inputs: not supported here; every rank must run the same number of steps."""
         raise NotImplementedError("smp.DistributedModel.join(): uneven inputs across ranks are not supported here; "
-                                  "give every rank the same number of batches (e.g. DistributedSampler(drop_last=True))")
+                                  "give every rank the same number of batches "
+                                  "(e.g. DistributedSampler(drop_last=True))")
         yield  # pragma: no cover
 
     def register_comm_hook(self, state_: Any, hook: Callable) -> None:
@@ -182,7 +186,7 @@ class DistributedModel(nn.Module):
             out.update(m.state_dict())
         return out
 
-    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True, assign: bool = False) -> Any:
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
         """Takes full tensors (smp.save partial=False) or this rank's shards (partial=True) alike."""
         for module in self.local_modules():
             own = module.state_dict()
@@ -203,7 +207,7 @@ class DistributedModel(nn.Module):
             # With pipeline stages each rank holds only its stage's keys.
             module.load_state_dict(fixed, strict=strict and self._pipeline is None, assign=assign)
 
-    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:  # Any: Module's overloads return T_destination too
         return self.local_state_dict() if self._pipeline is not None else self.module.state_dict(*args, **kwargs)
 
     # --- steps -------------------------------------------------------------------------------
@@ -248,7 +252,7 @@ class DistributedModel(nn.Module):
         mb_ids = torch.arange(len(mbs), device=self.device).reshape(len(mbs), 1)
         rt = self._pipeline
         args = full if rt.has_first else ()
-        kwargs = {"target": mb_ids} if rt.has_last else {}
+        kwargs: dict[str, Any] = {"target": mb_ids} if rt.has_last else {}
         rt.schedule.step(*args, **kwargs)
         # Every pipeline rank gets the step's outputs, as in SMP v1.
         last = topo.pp - 1
@@ -258,7 +262,7 @@ class DistributedModel(nn.Module):
         if rt.has_last:
             holder = [[_to_cpu(r) for r in results]]
         dist.broadcast_object_list(holder, src=src, group=group)
-        return holder[0]
+        return cast(list[Any], holder[0])  # broadcast filled it on every rank
 
     def _build_pipeline(self, example: tuple, loss_fn: Callable) -> PipelineRuntime:
         topo = state.topo()
@@ -280,7 +284,7 @@ class DistributedModel(nn.Module):
                               state.cfg.microbatches, state.cfg.pipeline, self.device, topo.group("pp"),
                               loss_fn, prepare, manual_points=manual_split_points(self.module))
 
-    def parameters(self, recurse: bool = True):  # type: ignore[override]
+    def parameters(self, recurse: bool = True):
         if self._pipeline is None:
             yield from self.module.parameters(recurse)
             return

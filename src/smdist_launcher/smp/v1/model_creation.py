@@ -7,7 +7,8 @@ after partitioning. The initial values therefore come from the modules' own init
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 

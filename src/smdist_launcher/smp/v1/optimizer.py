@@ -98,7 +98,8 @@ class DistributedOptimizer:
                 local = p.to_local()
                 per_param = self.optimizer.state[p]
                 for key, value in per_param.items():
-                    if isinstance(value, torch.Tensor) and not isinstance(value, DTensor) and value.shape == local.shape:
+                    if (isinstance(value, torch.Tensor) and not isinstance(value, DTensor)
+                            and value.shape == local.shape):
                         per_param[key] = DTensor.from_local(value.to(local.device), p.device_mesh, p.placements,
                                                             shape=p.shape, stride=p.stride())
 

@@ -6,7 +6,7 @@ split is), so each top-level child must sit in one partition and partitions must
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from torch import nn
 from torch.nn.modules.module import register_module_module_registration_hook
@@ -61,8 +61,8 @@ def manual_split_points(model: nn.Module) -> list[str] | None:
         return None
     pp = cfg.pipeline_parallel_degree
     children = list(model.named_children())
-    parts = [(name, _partition_of(child) if _partition_of(child) is not None else cfg.default_partition)
-             for name, child in children]
+    marked = [(name, _partition_of(child)) for name, child in children]
+    parts = [(name, p if p is not None else cfg.default_partition) for name, p in marked]
     errors = []
     for name, p in parts:
         if p >= pp:

@@ -7,14 +7,20 @@ microbatch count is a multiple of the pipeline degree, else 1F1B (one stage per 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, cast
 
 import torch
 from torch import nn
 from torch.distributed.pipelining import PipelineStage, SplitPoint, pipeline
-from torch.distributed.pipelining.schedules import (Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B,
-                                                    _PipelineSchedule)
+from torch.distributed.pipelining.schedules import (
+    Schedule1F1B,
+    ScheduleGPipe,
+    ScheduleInterleaved1F1B,
+    _PipelineSchedule,
+)
+from torch.distributed.pipelining.stage import _PipelineStageBase
 
 
 def balanced_split_points(module: nn.Module, n_stages: int) -> list[str]:
@@ -56,14 +62,16 @@ def build_pipeline(module: nn.Module, example_args: tuple, pp_rank: int, pp_size
     points = manual_points if manual_points is not None else balanced_split_points(module, n_stages)
     pipe = pipeline(module, mb_args=example_args, split_spec={p: SplitPoint.BEGINNING for p in points})
     indices = [pp_rank + k * pp_size for k in range(per_rank)]
-    modules, stages = [], []
+    modules: list[nn.Module] = []
+    stages: list[PipelineStage] = []
     for idx in indices:
         sub = pipe.get_stage_module(idx).to(device)
         prepare_stage(sub)
         modules.append(sub)
         stages.append(PipelineStage(sub, idx, n_stages, device, group=group))
     if per_rank == 2:
-        schedule: _PipelineSchedule = ScheduleInterleaved1F1B(stages, n_microbatches=microbatches, loss_fn=loss_fn)
+        schedule: _PipelineSchedule = ScheduleInterleaved1F1B(cast(list[_PipelineStageBase], stages),  # invariant list
+                                                            n_microbatches=microbatches, loss_fn=loss_fn)
     elif kind == "simple":
         schedule = ScheduleGPipe(stages[0], n_microbatches=microbatches, loss_fn=loss_fn)
     else:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -56,7 +57,7 @@ def split_arguments(func: Callable, args: tuple, kwargs: dict, n: int, non_split
     result = []
     for i in range(n):
         arguments = {k: (pieces[k][i] if k in pieces else v) for k, v in bound.arguments.items()}
-        b = inspect.BoundArguments(bound.signature, arguments)  # type: ignore[arg-type]
+        b = inspect.BoundArguments(bound.signature, arguments)
         result.append((b.args, b.kwargs))
     return result
 

@@ -10,7 +10,8 @@ divide is still split (DTensor shards unevenly).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
@@ -81,7 +82,7 @@ def tp_register_with_module(module_cls: type, dist_module: type, init_hook: Call
 
     def recording_init(self: nn.Module, *args: Any, **kw: Any) -> None:
         original_init(self, *args, **kw)
-        self._smp_init_args = (args, kw)  # what the replacement is built from
+        cast(Any, self)._smp_init_args = (args, kw)  # what the replacement is built from
         enabled = context_enabled()
         if enabled:
             state.tp_marks[id(self)] = dict(current_overrides())
@@ -134,7 +135,7 @@ def replace_registered(root: nn.Module) -> None:
         setattr(root.get_submodule(parent) if parent else root, leaf, new)
 
 
-def _init_names(cls: type) -> set[str]:
+def _init_names(cls: type[Any]) -> set[str]:
     import inspect
 
     return set(inspect.signature(cls.__init__).parameters) - {"self"}

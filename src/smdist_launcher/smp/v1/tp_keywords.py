@@ -41,7 +41,7 @@ def opened(kwargs: dict[str, Any]) -> Iterator[None]:
         _overrides.pop()
 
 
-def accepts_overrides(cls: type) -> type:
+def accepts_overrides(cls: type[Any]) -> type[Any]:
     """Class decorator: tensor_parallelism(**kwargs) keywords that match an __init__ argument override it."""
     original = cls.__init__
     names = set(inspect.signature(original).parameters) - {"self"}
@@ -53,8 +53,8 @@ def accepts_overrides(cls: type) -> type:
                 kwargs[key] = value
         original(self, *args, **kwargs)
 
-    cls.__init__ = init  # type: ignore[method-assign]
-    cls._smp_init_names = names  # type: ignore[attr-defined]
+    cls.__init__ = init
+    cls._smp_init_names = names
     _INIT_NAMES.update(names)
     return cls
 

@@ -4,18 +4,16 @@ Each rank trains on its shard of the global batch; the script also trains the sa
 full batch and asserts that the data-parallel loss equals it at every step.
 """
 import argparse
-import copy
 import json
 import os
 
+import smdistributed.dataparallel.torch.distributed as dist
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from smdistributed.dataparallel.torch.parallel.distributed import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
-
-import smdistributed.dataparallel.torch.distributed as dist
-from smdistributed.dataparallel.torch.parallel.distributed import DistributedDataParallel as DDP
 
 dist.init_process_group()
 
@@ -71,7 +69,7 @@ def main():
     full = DataLoader(dataset, batch_size=global_batch, shuffle=False)
     steps = 0
     for epoch in range(args.epochs):
-        for (x, y), (fx, fy) in zip(loader, full):
+        for (x, y), (fx, fy) in zip(loader, full, strict=False):
             optimizer.zero_grad()
             loss = F.nll_loss(model(x.to(device)), y.to(device))
             loss.backward()

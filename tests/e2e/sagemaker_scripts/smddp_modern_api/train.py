@@ -8,13 +8,12 @@ import copy
 import json
 import os
 
+import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401  (registers the "smddp" backend)
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
-
-import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401  (registers the "smddp" backend)
 
 dist.init_process_group(backend="smddp")
 

@@ -8,11 +8,10 @@ import argparse
 import json
 import os
 
+import smdistributed.modelparallel.torch as smp
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-import smdistributed.modelparallel.torch as smp
 
 
 class Regressor(nn.Module):
@@ -94,11 +93,13 @@ def main():
     single.load_state_dict(full)
     x, y = data[0]
     if smp.rank() == 0:
-        print(f"resumed losses {resumed} repeat {expected}; checkpoint files: {sorted(os.listdir(args.checkpoint_dir))}")
+        print(f"resumed losses {resumed} repeat {expected}; "
+              f"checkpoint files: {sorted(os.listdir(args.checkpoint_dir))}")
     with open(os.path.join(os.environ["SM_MODEL_DIR"], f"result-{smp.rank()}.json"), "w") as f:
         json.dump({"first": first, "expected": expected, "resumed": resumed,
                    "files": sorted(os.listdir(args.checkpoint_dir)),
-                   "partial": sorted(os.listdir(os.path.join(args.checkpoint_dir, f"step{args.steps_before}_partial")))},
+                   "partial": sorted(os.listdir(os.path.join(args.checkpoint_dir,
+                                                             f"step{args.steps_before}_partial")))},
                   f)
     smp.barrier()
 

@@ -7,18 +7,18 @@ translates the result back with translate_state_dict_to_hf_gpt2 and asserts that
 Hugging Face weights equal fine-tuning the Hugging Face module itself in one process.
 """
 import argparse
-import copy
 import json
 import math
 import os
 
+import smdistributed.modelparallel.torch as smp
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-import smdistributed.modelparallel.torch as smp
-from smdistributed.modelparallel.torch.nn.huggingface.gpt2 import (translate_hf_state_dict_to_smdistributed_gpt2,
-                                                                   translate_state_dict_to_hf_gpt2)
+from smdistributed.modelparallel.torch.nn.huggingface.gpt2 import (
+    translate_hf_state_dict_to_smdistributed_gpt2,
+    translate_state_dict_to_hf_gpt2,
+)
 
 VOCAB, POSITIONS, EMBD, HEADS, LAYERS = 40, 8, 16, 2, 2
 
@@ -37,7 +37,9 @@ class Attention(nn.Module):
     def __init__(self):
         super().__init__()
         self.c_attn, self.c_proj = Conv1D(3 * EMBD, EMBD), Conv1D(EMBD, EMBD)
-        self.register_buffer("bias", torch.tril(torch.ones(POSITIONS, POSITIONS, dtype=torch.bool)).view(1, 1, POSITIONS, POSITIONS))
+        self.register_buffer("bias", torch.tril(torch.ones(POSITIONS, POSITIONS, dtype=torch.bool)).view(1, 1,
+                                                                                                         POSITIONS,
+                                                                                                         POSITIONS))
 
     def forward(self, x):
         n, s, _ = x.shape

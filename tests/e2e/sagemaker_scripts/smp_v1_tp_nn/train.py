@@ -9,11 +9,10 @@ import copy
 import json
 import os
 
-import torch
-import torch.nn as nn
-
 import smdistributed.modelparallel
 import smdistributed.modelparallel.torch as smp
+import torch
+import torch.nn as nn
 
 VOCAB, HIDDEN, HEADS = 32, 16, 4
 

@@ -8,11 +8,10 @@ import copy
 import json
 import os
 
+import smdistributed.modelparallel.torch as smp
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-import smdistributed.modelparallel.torch as smp
 
 VOCAB, HIDDEN, HEADS, CLASSES, SEQ = 24, 16, 2, 6, 6
 

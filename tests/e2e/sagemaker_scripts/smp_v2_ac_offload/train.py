@@ -12,16 +12,17 @@ import os
 import torch
 import torch.distributed as dist
 import torch.sagemaker as tsm
-from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (CheckpointImpl,
-                                                                         apply_activation_checkpointing,
-                                                                         checkpoint_wrapper, offload_wrapper)
-from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-from torch.distributed.fsdp import MixedPrecision, ShardingStrategy
+from model import CausalLM, DecoderLayer
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    CheckpointImpl,
+    apply_activation_checkpointing,
+    checkpoint_wrapper,
+    offload_wrapper,
+)
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, MixedPrecision, ShardingStrategy
 from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
 from torch.sagemaker.grad_norm import clip_grad_norm_
 from torch.sagemaker.logger import get_logger
-
-from model import CausalLM, DecoderLayer
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--max_steps", type=int, default=3)

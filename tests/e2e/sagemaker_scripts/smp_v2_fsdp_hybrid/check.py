@@ -10,5 +10,6 @@ def check(job):
         for r in ranks:
             out = json.loads((model_dir / f"result-{r}.json").read_text())
             assert len(out["losses"]) == 4
-            assert all(abs(a - b) <= 1e-5 * abs(b) + 1e-6 for a, b in zip(out["losses"], out["ref_losses"])), out
+            pairs = zip(out["losses"], out["ref_losses"], strict=True)
+            assert all(abs(a - b) <= 1e-5 * abs(b) + 1e-6 for a, b in pairs), out
     assert "pytorch_model.bin" in job.tar_names()

@@ -4,7 +4,6 @@ param_init_fn) -> SMP's clip_grad_norm_ -> sharded checkpoint through torch.sage
 resumed into a fresh model -> full checkpoint into SM_MODEL_DIR.
 The losses must equal a one-process reference trained on the whole batch from the same initial weights."""
 import argparse
-import copy
 import functools
 import json
 import os
@@ -13,8 +12,8 @@ import torch
 import torch.distributed as dist
 import torch.sagemaker as tsm
 import torch.sagemaker.checkpoint.utils as tsm_checkpoint
-from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-from torch.distributed.fsdp import ShardingStrategy, StateDictType
+from model import CausalLM, DecoderLayer
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy, StateDictType
 from torch.distributed.fsdp.api import FullStateDictConfig
 from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
 from torch.sagemaker.delayed_param import DelayedParamIniter
@@ -22,8 +21,6 @@ from torch.sagemaker.distributed.fsdp import checkpoint as tsm_fsdp_checkpoint
 from torch.sagemaker.grad_norm import clip_grad_norm_
 from torch.sagemaker.utils import utils as tsm_utils
 from torch.sagemaker.utils.process_group_utils import get_global_ranks
-
-from model import CausalLM, DecoderLayer
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--max_steps", type=int, default=4)
@@ -131,7 +128,8 @@ torch.testing.assert_close(norms, ref_norms, rtol=1e-5, atol=1e-6)
 assert min(ref_norms) > args.grad_clip, "the test must clip"
 
 # Full checkpoint for export (rank 0 writes), as SMP's scripts save the final model.
-with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, FullStateDictConfig(rank0_only=True, offload_to_cpu=device.type == "cuda")):
+with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT,
+                          FullStateDictConfig(rank0_only=True, offload_to_cpu=device.type == "cuda")):
     final = model.state_dict()
 if rank == 0:
     torch.save(final, os.path.join(args.model_dir, "pytorch_model.bin"))

@@ -1,5 +1,4 @@
 """A small Llama-style decoder (module names as in Hugging Face Llama) for the SMP v2 corpus scripts."""
-import torch
 import torch.nn.functional as F
 from torch import nn
 

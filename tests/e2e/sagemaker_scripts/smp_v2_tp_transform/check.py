@@ -9,5 +9,6 @@ def check(job):
         for r in ranks:
             out = json.loads((job.host_dir(host) / "model" / f"result-{r}.json").read_text())
             assert out["tp_rank"] == r % 2
-            assert all(abs(a - b) <= 1e-5 * abs(b) + 1e-6 for a, b in zip(out["losses"], out["ref_losses"])), out
+            pairs = zip(out["losses"], out["ref_losses"], strict=True)
+            assert all(abs(a - b) <= 1e-5 * abs(b) + 1e-6 for a, b in pairs), out
     assert "model.pt" in job.tar_names()

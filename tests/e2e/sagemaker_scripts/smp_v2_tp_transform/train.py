@@ -1,8 +1,8 @@
 """SMP v2 tensor parallelism the way SMP v2's example scripts get it: tsm.init -> tsm.transform(model) (TP from
 tensor_parallel_degree) -> FSDP(FULL_SHARD, transformer_auto_wrap_policy over SMP's TransformerLayer) with no
 process group given (SMP supplies the data-parallel mesh) -> SMP's clip_grad_norm_ -> sharded checkpoint (saved, then
-resumed into a fresh model) and full checkpoint through torch.sagemaker.distributed.fsdp.checkpoint. Losses, gradient norms and final weights must equal a one-process
-reference trained on the whole batch."""
+resumed into a fresh model) and full checkpoint through torch.sagemaker.distributed.fsdp.checkpoint. Losses, gradient
+norms and final weights must equal a one-process reference trained on the whole batch."""
 import argparse
 import copy
 import functools
@@ -13,15 +13,13 @@ import shutil
 import torch
 import torch.distributed as dist
 import torch.sagemaker as tsm
-from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-from torch.distributed.fsdp import ShardingStrategy, StateDictType
+from model import CausalLM
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy, StateDictType
 from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
 from torch.sagemaker import transform
 from torch.sagemaker.distributed.fsdp import checkpoint as tsm_fsdp_checkpoint
 from torch.sagemaker.grad_norm import clip_grad_norm_
 from torch.sagemaker.tensor_parallel.transformer import TransformerLayer
-
-from model import CausalLM
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--max_steps", type=int, default=3)
@@ -84,7 +82,8 @@ for tokens in data:
 
     if len(losses) == args.max_steps - 1:  # sharded checkpoint, then resume from it into a fresh copy
         tsm_fsdp_checkpoint.save_model_checkpoint(model, StateDictType.SHARDED_STATE_DICT, args.checkpoint_dir,
-                                                  log=rank == 0, optimizer=opt, extra_exports={"total_steps": len(losses)})
+                                                  log=rank == 0, optimizer=opt,
+                                                  extra_exports={"total_steps": len(losses)})
         fresh = FSDP(transform(CausalLM(layers=2)),
                      auto_wrap_policy=functools.partial(transformer_auto_wrap_policy,
                                                         transformer_layer_cls={TransformerLayer}),

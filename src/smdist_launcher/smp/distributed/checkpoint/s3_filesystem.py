@@ -14,8 +14,9 @@ import shutil
 import tempfile
 import threading
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.metadata import Metadata
@@ -227,8 +228,10 @@ class S3FileSystemWriter(_S3Prefix, FileSystemWriter):
         for entry in sorted(Path(folder).iterdir()):
             if entry.is_file() and entry.name not in done and not entry.name.endswith(".tmp"):
                 target = self._object_key(entry.name)
-                self._s3(f"upload {self._object_uri(entry.name)}",
-                         lambda c, src=str(entry), key=target: c.upload_file(src, self._bucket, key))
+                def upload(c: Any, src: str = str(entry), key: str = target) -> None:
+                    c.upload_file(src, self._bucket, key)
+
+                self._s3(f"upload {self._object_uri(entry.name)}", upload)
                 done.add(entry.name)
         return done
 
@@ -295,9 +298,9 @@ class S3FileSystemReader(_S3Prefix, FileSystemReader):
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future:
         try:
-            names = {getattr(self.storage_data[item.storage_index], "relative_path", None) for item in plan.items}
-            if None in names:  # a metadata layout without file names: fetch the whole prefix
-                names = set(self._list_files())
+            found = {getattr(self.storage_data[item.storage_index], "relative_path", None) for item in plan.items}
+            # None: a metadata layout without file names: fetch the whole prefix
+            names = set(self._list_files()) if None in found else {n for n in found if n is not None}
             for name in sorted(names):
                 self._download(name)
             return FileSystemReader.read_data(self, plan, planner)

@@ -17,8 +17,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-from torch.distributed.fsdp import StateDictType
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
 from torch.optim import Optimizer
 
 __all__ = ["SMStateDictType", "LocalOptimizerState", "init_optim_state", "sm_state_dict_type"]
@@ -113,6 +112,6 @@ def init_optim_state(optimizer: Optimizer, skip_empty_param: bool = False) -> No
         p.grad = torch.zeros_like(p)
     optimizer.step()
     with torch.no_grad():
-        for p, (value, grad) in zip(params, saved):
+        for p, (value, grad) in zip(params, saved, strict=True):
             p.copy_(value)
             p.grad = grad

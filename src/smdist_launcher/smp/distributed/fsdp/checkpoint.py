@@ -55,7 +55,7 @@ def save_model_checkpoint(model: nn.Module, state_dict_type: StateDictType, path
         model_sd, optim_sd = get_state_dict(model, _optimizers(optimizer), options=options)
         if dist.get_rank() == 0:
             os.makedirs(path, exist_ok=True)
-            payload = {EXPORT_KEY_MODEL: model_sd, EXPORT_KEY_IDENTITY: dict(extra_exports or {})}
+            payload: dict[str, Any] = {EXPORT_KEY_MODEL: model_sd, EXPORT_KEY_IDENTITY: dict(extra_exports or {})}
             if optimizer is not None:
                 payload[EXPORT_KEY_OPTIMIZER] = optim_sd
             if scheduler is not None:
@@ -68,7 +68,7 @@ def save_model_checkpoint(model: nn.Module, state_dict_type: StateDictType, path
                          "StateDictType.SHARDED_STATE_DICT or StateDictType.FULL_STATE_DICT")
     group, _, action = _metadata(model, pg_metadata)
     model_sd, optim_sd = get_state_dict(model, _optimizers(optimizer))
-    payload: dict[str, Any] = {EXPORT_KEY_MODEL: model_sd, EXPORT_KEY_IDENTITY: dict(extra_exports or {})}
+    payload = {EXPORT_KEY_MODEL: model_sd, EXPORT_KEY_IDENTITY: dict(extra_exports or {})}
     if optimizer is not None:
         payload[EXPORT_KEY_OPTIMIZER] = optim_sd
     if scheduler is not None:

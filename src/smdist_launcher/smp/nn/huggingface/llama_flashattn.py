@@ -67,6 +67,8 @@ class _RotaryEmbedding(nn.Module):
     """cos/sin tables for positions; ``inv_freq`` is a non-persistent buffer, so the state dict holds only the
     projections (the same keys as Hugging Face's LlamaAttention)."""
 
+    inv_freq: torch.Tensor  # a buffer
+
     def __init__(self, config: Any, head_dim: int) -> None:
         super().__init__()
         inv_freq = _rope_inv_freq(config, head_dim)
@@ -163,7 +165,7 @@ class LlamaFlashAttention(nn.Module):
         self.rotary_emb = _RotaryEmbedding(config, self.head_dim)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                position_ids: torch.LongTensor | None = None, past_key_value: Any = None,
+                position_ids: torch.Tensor | None = None, past_key_value: Any = None,
                 output_attentions: bool = False, use_cache: bool = False,
                 cache_position: torch.LongTensor | None = None,
                 position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,

@@ -1,8 +1,17 @@
 """``smp.nn`` (``smdistributed.modelparallel.torch.nn``): distributed modules and the Hugging Face translators."""
 from . import huggingface
-from .layers import (DistributedAttentionLayer, DistributedEmbedding, DistributedLinear, DistributedModule,
-                     DistributedTransformer, DistributedTransformerLayer, DistributedTransformerLMHead,
-                     DistributedTransformerOutputLayer, FlashAttentionLayer, FusedLayerNorm)
+from .layers import (
+                     DistributedAttentionLayer,
+                     DistributedEmbedding,
+                     DistributedLinear,
+                     DistributedModule,
+                     DistributedTransformer,
+                     DistributedTransformerLayer,
+                     DistributedTransformerLMHead,
+                     DistributedTransformerOutputLayer,
+                     FlashAttentionLayer,
+                     FusedLayerNorm,
+)
 
 __all__ = ["DistributedAttentionLayer", "DistributedEmbedding", "DistributedLinear", "DistributedModule",
            "DistributedTransformer", "DistributedTransformerLMHead", "DistributedTransformerLayer",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +20,6 @@ from ..notices import warn_once
 from ..state import state
 from ..tp_keywords import accepts_overrides
 
-
 _MASKED = -10000.0  # additive score of a masked key (finite, so a fully masked row stays finite)
 
 
@@ -28,10 +27,13 @@ class DistributedModule(nn.Module):
     """Base class of the smp.nn modules (and of user modules registered with smp.tp_register)."""
 
 
-def _mark(module: nn.Module, tied: bool = False) -> nn.Module:
+_M = TypeVar("_M", bound=nn.Module)
+
+
+def _mark(module: _M, tied: bool = False) -> _M:
     state.tp_marks[id(module)] = {}
     if tied:
-        module._smp_tied = True  # shares its weight (LM head): stays replicated
+        cast(Any, module)._smp_tied = True  # shares its weight (LM head): stays replicated
     return module
 
 
@@ -84,15 +86,17 @@ class DistributedEmbedding(nn.Embedding, DistributedModule):
 class FusedLayerNorm(nn.LayerNorm):
     """apex's FusedLayerNorm interface; torch's LayerNorm computes the same function (no apex needed)."""
 
-    def __init__(self, normalized_shape: Any, eps: float = 1e-5, elementwise_affine: bool = True, **kwargs: Any) -> None:
+    def __init__(self, normalized_shape: Any, eps: float = 1e-5, elementwise_affine: bool = True,
+                 **kwargs: Any) -> None:
         super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine, **kwargs)
 
 
 @accepts_overrides
 class DistributedAttentionLayer(DistributedModule):
     def __init__(self, num_attention_heads: int = 32, attention_head_size: int = 32, hidden_size: int = 1024,
-                 attention_dropout_prob: float = 0.1, hidden_dropout_prob: float = 0.1, layernorm_epsilon: float = 1e-5,
-                 initializer_range: float = 0.02, use_normal_initialization: bool = False, cross_attention: bool = False,
+                 attention_dropout_prob: float = 0.1, hidden_dropout_prob: float = 0.1,
+                 layernorm_epsilon: float = 1e-5, initializer_range: float = 0.02,
+                 use_normal_initialization: bool = False, cross_attention: bool = False,
                  causal_mask_size: int | None = None, pre_layernorm: bool = False, post_layernorm: bool = True,
                  attention_in_fp32: bool = False, query_key_layer_scaling: bool = False, layer_idx: int = 0,
                  scale_attention_scores: bool = True) -> None:
@@ -178,7 +182,7 @@ class DistributedTransformerLayer(DistributedModule):
                  attention_in_fp32: bool = False, query_key_layer_scaling: bool = False, layer_idx: int = 0,
                  fp32_residual_addition: bool = False) -> None:
         super().__init__()
-        common = dict(num_attention_heads=num_attention_heads, attention_head_size=attention_head_size,
+        common: dict[str, Any] = dict(num_attention_heads=num_attention_heads, attention_head_size=attention_head_size,
                       hidden_size=hidden_size, attention_dropout_prob=attention_dropout_prob,
                       hidden_dropout_prob=hidden_dropout_prob, layernorm_epsilon=layernorm_epsilon,
                       initializer_range=initializer_range, use_normal_initialization=use_normal_initialization,
@@ -187,7 +191,8 @@ class DistributedTransformerLayer(DistributedModule):
                       layer_idx=layer_idx)
         self.add_cross_attention = add_cross_attention
         self.attention = DistributedAttentionLayer(causal_mask_size=causal_mask_size, **common)
-        self.cross_attention = DistributedAttentionLayer(cross_attention=True, **common) if add_cross_attention else None
+        self.cross_attention = (DistributedAttentionLayer(cross_attention=True, **common) if add_cross_attention
+                                else None)
         self.output = DistributedTransformerOutputLayer(
             hidden_size=hidden_size, intermediate_size=intermediate_size, hidden_dropout_prob=hidden_dropout_prob,
             activation=activation, layernorm_epsilon=layernorm_epsilon, initializer_range=initializer_range,
@@ -258,7 +263,7 @@ class DistributedTransformerLMHead(DistributedModule):
         # The word embedding is tied to the LM head: SMP keeps tied modules replicated.
         self.word_embedding = nn.Embedding(vocab_size, hidden_size)
         if add_lm_head:
-            self.word_embedding._smp_tied = True
+            cast(Any, self.word_embedding)._smp_tied = True
         self.position_embedding = _mark(nn.Embedding(num_positions, hidden_size))
         self.token_type_embedding = _mark(nn.Embedding(num_token_types, hidden_size)) if num_token_types > 0 else None
         if use_normal_initialization:
@@ -327,7 +332,8 @@ class FlashAttentionLayer(DistributedModule):
             scale = 1.0
             if scale_attention_scores:
                 if attention_head_size is None:
-                    raise ValueError("smp.nn.FlashAttentionLayer: scale_attention_scores=True needs attention_head_size")
+                    raise ValueError("smp.nn.FlashAttentionLayer: scale_attention_scores=True "
+                                     "needs attention_head_size")
                 scale /= math.sqrt(attention_head_size)
             if scale_attn_by_layer_idx:
                 if layer_idx is None:
@@ -346,5 +352,6 @@ class FlashAttentionLayer(DistributedModule):
             causal_add = torch.zeros(s, s, dtype=q.dtype, device=q.device).masked_fill(
                 ~torch.ones(s, s, dtype=torch.bool, device=q.device).tril(), float("-inf"))
             mask, causal = mask + causal_add, False
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0,
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                              dropout_p=self.dropout_p if self.training else 0.0,
                                               is_causal=causal, scale=self.scale)

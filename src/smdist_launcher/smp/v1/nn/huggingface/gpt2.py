@@ -13,7 +13,7 @@ in place), so the layout-neutral translators (``translate_hf_state_dict_to_smdis
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 import torch
 
@@ -60,8 +60,9 @@ def translate_hf_state_dict_to_smdistributed_gpt2(state_dict: Mapping[str, torch
             if module in _NORMS:
                 out[prefix + _NORMS[module] + "." + leaf] = value
             elif module == "attn.c_attn":
-                for name, part in zip(("query", "key", "value"), value.chunk(3, dim=-1)):
-                    out[f"{prefix}attention.{name}.{leaf}"] = part.t().contiguous() if leaf == "weight" else part.clone()
+                for name, part in zip(("query", "key", "value"), value.chunk(3, dim=-1), strict=True):
+                    out[f"{prefix}attention.{name}.{leaf}"] = (part.t().contiguous() if leaf == "weight"
+                                                               else part.clone())
             elif module in _LINEARS:
                 out[prefix + _LINEARS[module] + "." + leaf] = value.t().contiguous() if leaf == "weight" else value
             else:
@@ -139,8 +140,8 @@ def translate_state_dict_to_hf_gpt2(state_dict: Mapping[str, torch.Tensor],
     if plain and not _is_smp_layout(list(plain)) and any(
             k.startswith(("transformer.wte.", "transformer.h.")) for k in plain):
         if max_seq_len is not None:
-            layers = {m.group(1) for k in plain if (m := _LAYER.match(k[len("transformer."):])) is not None}
-            _causal_mask_buffers(plain, layers, max_seq_len)
+            layer_ids = {m.group(1) for k in plain if (m := _LAYER.match(k[len("transformer."):])) is not None}
+            _causal_mask_buffers(plain, layer_ids, max_seq_len)
         return plain
     out: dict[str, torch.Tensor] = {}
     layers: dict[str, dict[str, torch.Tensor]] = {}
@@ -164,7 +165,8 @@ def translate_state_dict_to_hf_gpt2(state_dict: Mapping[str, torch.Tensor],
             elif module in ("attention.query", "attention.key", "attention.value"):
                 layers.setdefault(f"{i}.{leaf}", {})[module.split(".")[1]] = value
             elif module in reverse_linears:
-                out[prefix + reverse_linears[module] + "." + leaf] = value.t().contiguous() if leaf == "weight" else value
+                out[prefix + reverse_linears[module] + "." + leaf] = (value.t().contiguous() if leaf == "weight"
+                                                                      else value)
             else:
                 raise KeyError(f"translate_state_dict_to_hf_gpt2: {raw_key!r} has no GPT-2 counterpart (GPT-2 is "
                                "DistributedTransformerLMHead with pre_layernorm=True, post_layernorm=True)")

@@ -1,7 +1,8 @@
 """Translators for Hugging Face models that smp.nn here cannot represent: they refuse, saying why."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 WHY = {
     "bert": "BERT's embedding LayerNorm and pooler",

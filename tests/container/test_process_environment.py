@@ -1,7 +1,7 @@
 import json
 
 from smdist_launcher.compat import SITE_DIR
-from smdist_launcher.container.environment import count_gpus, load_plan, plan_env, process_env
+from smdist_launcher.container.process_environment import count_gpus, load_plan, plan_env, process_env
 from smdist_launcher.contract import write_host_config
 
 from .hostjobs import make_plan
@@ -37,7 +37,7 @@ def test_toolkit_base_dir_points_at_the_hosts_tree_unless_it_is_opt_ml(tmp_path,
     paths = write_host_config(tmp_path, plan, "algo-2")
     env = process_env(paths, plan, plan["hosts"][1], {"SAGEMAKER_BASE_DIR": "/elsewhere"}, {})
     assert env["SAGEMAKER_BASE_DIR"] == str(tmp_path)  # sagemaker_training reads this host, not /opt/ml
-    monkeypatch.setattr("smdist_launcher.container.environment.DEFAULT_ROOT", str(tmp_path))
+    monkeypatch.setattr("smdist_launcher.container.process_environment.DEFAULT_ROOT", str(tmp_path))
     assert "SAGEMAKER_BASE_DIR" not in process_env(paths, plan, plan["hosts"][1], {}, {})  # a real container
 
 
@@ -66,7 +66,7 @@ def test_quiet_launchers_torchrun_threads_and_mpirun_library_path(tmp_path):
 def test_recorded_environment_keeps_what_the_job_set_and_redacts_secrets():
     import json as _json
 
-    from smdist_launcher.container.environment import recorded_environment
+    from smdist_launcher.container.process_environment import recorded_environment
 
     inherited = {"AWS_SESSION_TOKEN": "caller-secret", "HOME": "/root", "PATH": "/bin", "HF_TOKEN": "job-secret"}
     env = {**inherited, "SM_HPS": _json.dumps({"hub_token": "hp-secret", "lr": 0.1}),
