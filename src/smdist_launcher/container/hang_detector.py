@@ -1,0 +1,103 @@
+"""Hang and stall detection from the ranks' output (HyperPod's log monitoring). Pure and stdlib only (it runs inside
+our image too, where the runtime has no pydantic): lines and the clock come in, decisions go out; the job's loop dumps
+stacks and ends the attempt when told.
+
+A monitor is hung when no rank printed a line matching its pattern for `expected_every_s`, counted from
+`start_after_s` after the first rank started (or from the last match). With a captured step, a rank whose step falls
+far behind the others' is a straggler, and the first step of each attempt says where it resumed."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Monitor:
+    name: str
+    pattern: str
+    expected_every_s: float
+    start_after_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Hang:
+    monitor: str
+    silent_for_s: float
+    # ranks that never matched, or matched least recently: where to look first
+    stuck_ranks: list[int]
+    last_steps: dict[int, int]
+
+
+@dataclass
+class _State:
+    regex: re.Pattern[str]
+    monitor: Monitor
+    last_match: float | None = None
+    rank_seen: dict[int, float] = field(default_factory=dict)
+    rank_step: dict[int, int] = field(default_factory=dict)
+    first_step: int | None = None
+
+
+class HangDetector:
+    def __init__(self, monitors: list[Monitor], ranks: list[int]) -> None:
+        self.ranks = list(ranks)
+        self._states = [_State(re.compile(m.pattern), m) for m in monitors]
+        self._started: float | None = None
+
+    def started(self, now: float) -> None:
+        """The first rank started: the clock of every monitor begins."""
+        if self._started is None:
+            self._started = now
+
+    def line(self, rank: int | None, text: str, now: float) -> None:
+        for state in self._states:
+            found = state.regex.search(text)
+            if found is None:
+                continue
+            state.last_match = now if state.last_match is None else max(state.last_match, now)
+            if rank is None:
+                continue
+            state.rank_seen[rank] = now
+            if state.regex.groups == 1 and found.group(1) is not None:
+                try:
+                    step = int(found.group(1))
+                except ValueError:
+                    continue
+                state.rank_step[rank] = step
+                if state.first_step is None:
+                    state.first_step = step
+
+    def check(self, now: float) -> Hang | None:
+        """The first monitor whose progress lines stopped coming, or None."""
+        if self._started is None:
+            return None
+        for state in self._states:
+            m = state.monitor
+            since = state.last_match if state.last_match is not None else self._started + m.start_after_s
+            if now < self._started + m.start_after_s or now - since < m.expected_every_s:
+                continue
+            stuck = sorted(self.ranks, key=lambda r: (state.rank_seen.get(r, float("-inf")), r))
+            oldest = state.rank_seen.get(stuck[0]) if stuck else None
+            stuck = [r for r in stuck if state.rank_seen.get(r) == oldest]
+            return Hang(m.name, now - since, stuck, dict(state.rank_step))
+        return None
+
+    def first_step(self, name: str) -> int | None:
+        """The first step any rank reported in this attempt (where it resumed), None without a captured step."""
+        return next((s.first_step for s in self._states if s.monitor.name == name), None)
+
+    def stragglers(self, name: str, behind: int) -> list[int]:
+        """Ranks whose last step is more than `behind` steps behind the furthest rank's."""
+        state = next((s for s in self._states if s.monitor.name == name), None)
+        if state is None or not state.rank_step:
+            return []
+        top = max(state.rank_step.values())
+        return sorted(r for r, step in state.rank_step.items() if top - step > behind)
+
+
+def resume_warning(attempt: int, first_step: int | None, restored_files: int) -> str | None:
+    """An attempt after the first that restored checkpoints but began at step 0: the script ignored them."""
+    if attempt > 1 and restored_files > 0 and first_step == 0:
+        return (f"attempt {attempt} began at step 0 although {restored_files} checkpoint file(s) were restored into "
+                "/opt/ml/checkpoints: the script does not resume from them (load the latest checkpoint at start)")
+    return None
