@@ -23,3 +23,25 @@ def test_monitors_are_checked() -> None:
             Resilience.model_validate({"log_monitoring": [bad]})
     with pytest.raises(ValidationError, match="unique"):
         Resilience.model_validate({"log_monitoring": [{"name": "a", "pattern": "x", "expected_every_s": 1}] * 2})
+
+
+def test_process_restarts_are_refused_until_they_run() -> None:
+    with pytest.raises(ValidationError, match="not supported yet"):
+        Resilience(process_restarts=2)
+
+
+def test_the_estimator_takes_resilience_and_sagemaker_refuses_what_it_cannot_express(tmp_path) -> None:
+    from smdist_launcher import PyTorch
+    from smdist_launcher.errors import ValidationError as Invalid
+
+    (tmp_path / "train.py").write_text("")
+    kwargs = dict(entry_point="train.py", source_dir=str(tmp_path), instance_count=2, framework_version="2.3",
+                  py_version="py311", role="arn:aws:iam::111122223333:role/R", max_retry_attempts=3)
+    monitor = {"log_monitoring": [{"name": "step", "pattern": r"step (\d+)", "expected_every_s": 60}]}
+    local = PyTorch(instance_type="local", resilience=monitor, **kwargs)
+    assert local.spec.resilience is not None and local.spec.resilience.log_monitoring[0].name == "step"
+    with pytest.raises(Invalid) as info:
+        PyTorch(instance_type="ml.c5.xlarge", resilience={**monitor, "retry_on": "any"}, **kwargs).request()
+    assert sorted(e.path for e in info.value.errors) == ["resilience.log_monitoring", "resilience.retry_on"]
+    request = PyTorch(instance_type="ml.c5.xlarge", **kwargs).request()
+    assert request["RetryStrategy"] == {"MaximumRetryAttempts": 3}

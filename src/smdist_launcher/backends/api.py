@@ -140,6 +140,8 @@ class JobStatus(_Frozen):
     created: float | None = None
     ended: float | None = None
     hosts: list[HostStatus] = Field(default_factory=list)
+    # every attempt of a job that was retried: number, cause, reason, the restart policy's decision, where it resumed
+    attempts: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
     def is_terminal(self) -> bool:
@@ -148,7 +150,7 @@ class JobStatus(_Frozen):
     def summary(self) -> dict[str, Any]:
         """The fields `smdist status --json` prints."""
         return {"name": self.job_name, "backend": self.backend, "status": self.state.value, "phase": self.phase,
-                "failure_reason": self.reason, "model_data": self.model_data}
+                "failure_reason": self.reason, "model_data": self.model_data, "attempts": self.attempts}
 
 
 Emit = Callable[[str], None]

@@ -40,6 +40,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
     p.add_argument("--backend", choices=list(BACKENDS), default=DEFAULT,
                    help="how the simulated hosts run: " + "; ".join(f"{k}: {v[1]}" for k, v in BACKENDS.items()))
+    p.add_argument("--inject", action="append", default=[], metavar="FAULT@SECONDS",
+                   help="rehearse a failure, SECONDS after the first rank started (repeatable): kill-host:algo-N, "
+                        "kill-rank:R, hang-rank:R or preempt; with max_retry_attempts the job is restarted from its "
+                        "checkpoints (process, netns, docker)")
     slurm = p.add_argument_group("with --backend slurm")
     slurm.add_argument("--partition", help="sbatch --partition")
     slurm.add_argument("--account", help="sbatch --account")
@@ -58,11 +62,13 @@ def backend_options(args: argparse.Namespace) -> dict[str, Any]:
     """The chosen backend's options (its Options model's fields) from the flags: the Slurm flags go to slurm."""
     chosen = {k: getattr(args, k, None) for k in SLURM_FLAGS if getattr(args, k, None) is not None}
     if getattr(args, "backend", None) == "slurm":
+        if getattr(args, "inject", None):
+            raise ValueError("--inject: fault rehearsal runs on the process, netns and docker backends")
         return chosen
     if chosen or getattr(args, "no_wait", False):
         flags = ", ".join("--" + k.replace("_", "-") for k in chosen) or "--no-wait"
         raise ValueError(f"{flags}: only used with --backend slurm")
-    return {}
+    return {"inject": list(args.inject)} if getattr(args, "inject", None) else {}
 
 
 def _pairs(values: list[str], flag: str) -> dict[str, str] | ValidationError:

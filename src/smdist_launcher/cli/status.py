@@ -63,4 +63,12 @@ def run(args: argparse.Namespace) -> int:
     for key in ("failure_reason", "model_data"):
         if fields.get(key):
             sys.stdout.write(f"  {key}: {fields[key]}\n")
+    attempts = fields.get("attempts") or []
+    for a in attempts if len(attempts) > 1 or any(a.get("warning") for a in attempts) else []:
+        steps = ", ".join(f"{k} {v}" for k, v in (a.get("first_steps") or {}).items())
+        sys.stdout.write(f"  attempt {a['attempt']}: {a['cause']}" + (f" (began at {steps})" if steps else "")
+                         + (f": {a['reason']}" if a.get("reason") and a["cause"] != "completed" else "")
+                         + (f" -> {a['why']}" if a.get("decision") == "retry" else "") + "\n")
+        if a.get("warning"):
+            sys.stdout.write(f"    warning: {a['warning']}\n")
     return EXIT_OK

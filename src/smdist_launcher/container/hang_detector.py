@@ -82,6 +82,10 @@ class HangDetector:
             return Hang(m.name, now - since, stuck, dict(state.rank_step))
         return None
 
+    def first_steps(self) -> dict[str, int]:
+        """Each stepped monitor's first step in this attempt (where the attempt resumed)."""
+        return {s.monitor.name: s.first_step for s in self._states if s.first_step is not None}
+
     def first_step(self, name: str) -> int | None:
         """The first step any rank reported in this attempt (where it resumed), None without a captured step."""
         return next((s.first_step for s in self._states if s.monitor.name == name), None)

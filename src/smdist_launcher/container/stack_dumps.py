@@ -106,6 +106,17 @@ def dump_stacks(folders: dict[str, Path], live: Iterable[int], rank_hosts: dict[
     return sorted(found, key=lambda s: (s.rank, s.pid))
 
 
+def rank_pids(folders: Iterable[Path]) -> dict[int, int]:
+    """rank -> pid of every rank registered in these stacks folders (fault rehearsal picks its rank here)."""
+    found: dict[int, int] = {}
+    for folder in folders:
+        for path in folder.glob("*.txt") if folder.is_dir() else ():
+            read = _read(path) if path.stem.isdigit() else None
+            if read is not None and isinstance(read[0].get("rank"), int):
+                found[read[0]["rank"]] = int(path.stem)
+    return found
+
+
 def live_pids(proc: Path = Path("/proc")) -> list[int]:
     """Every process of this machine (a container holds only its job's)."""
     return [int(p.name) for p in proc.iterdir() if p.name.isdigit()]

@@ -12,6 +12,7 @@ from pydantic import Field, PrivateAttr, field_validator
 
 from .distribution import Distribution
 from .frameworks import FRAMEWORKS as FRAMEWORKS, Framework as Framework  # defined here before; kept importable
+from .resilience import Resilience
 from .strict_model import SpecModel
 
 
@@ -68,7 +69,10 @@ class EstimatorArgs(SpecModel):
     max_run: int | None = Field(default=None, ge=1, le=28 * 24 * 3600)
     max_wait: int | None = Field(default=None, ge=1, le=28 * 24 * 3600)
     use_spot_instances: bool = False
+    # SageMaker's RetryStrategy: how many times the job may start (the SDK: "the number of times to move a job to
+    # the STARTING status"); every backend honours it, with `resilience` saying which failures it is spent on
     max_retry_attempts: int | None = Field(default=None, ge=1, le=30)
+    resilience: Resilience | None = None
     subnets: list[str] | None = None
     security_group_ids: list[str] | None = None
     enable_network_isolation: bool = False

@@ -176,6 +176,16 @@ class Jobs:
             pass
         shutil.rmtree(code, ignore_errors=True)
 
+    def stop_all(self, reason: str) -> None:
+        """Stop every running job at once (serve is exiting): one after another, each could take its stack dumps'
+        and grace period's time."""
+        running = [j.local for j in self.all() if j.local is not None and j.local.record.status == "InProgress"]
+        stoppers = [threading.Thread(target=local.stop, args=(reason,), daemon=True) for local in running]
+        for t in stoppers:
+            t.start()
+        for t in stoppers:
+            t.join()
+
     def stop(self, name: str) -> dict[str, Any]:
         job = self.get(name)
         status = self.status(job)
@@ -237,6 +247,8 @@ class Jobs:
             "OutputDataConfig": {"KmsKeyId": "", **(request.get("OutputDataConfig") or {})},
             "ResourceConfig": request.get("ResourceConfig"),
             "StoppingCondition": request.get("StoppingCondition"), "Environment": request.get("Environment"),
+            "RetryStrategy": request.get("RetryStrategy"), "CheckpointConfig": request.get("CheckpointConfig"),
+            "EnableManagedSpotTraining": request.get("EnableManagedSpotTraining"),
             "CreationTime": job.created, "LastModifiedTime": time.time(), "TrainingStartTime": job.created,
         }
         if status in ("Completed", "Failed", "Stopped"):

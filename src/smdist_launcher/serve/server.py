@@ -130,7 +130,7 @@ def client_line(url: str, profile: str, region: str, credentials: Path | None) -
 def serve(host: str, port: int, jobs_dir: str | Path, *, keys: KeyPair, profile: str, credentials: Path | None,
           region: str = "us-east-1", processes_per_host: int | None = None, backend: str = "process",
           backend_why: str = "", run_as: str | None = None, allowed_hosts: tuple[str, ...] = ()) -> None:
-    server, _ = make_server(host, port, Settings(jobs_dir=Path(jobs_dir), region=region,
+    server, endpoint = make_server(host, port, Settings(jobs_dir=Path(jobs_dir), region=region,
                                                  processes_per_host=processes_per_host, backend=backend,
                                                  run_as=run_as), keys, allowed_hosts)
     bound = server.server_address[1]
@@ -159,4 +159,5 @@ def serve(host: str, port: int, jobs_dir: str | Path, *, keys: KeyPair, profile:
         pass
     finally:
         server.server_close()
+        endpoint.jobs.stop_all("stopped: smdist serve is exiting")  # all at once: each keeps its outputs and record
         restore()

@@ -10,10 +10,11 @@ import signal
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..api import DryRun, Emit, JobHandle, JobState, JobStatus, Submission, validated_options
 from ..toolkit import folder_jobs
+from ..toolkit.faults import check_targets, parse_fault
 from ..toolkit.staging import with_model_channel
 from .placement import Placement, ProcessPlacement, runtime_command
 
@@ -25,6 +26,15 @@ class LocalOptions(BaseModel):
 
     grace: float = Field(default=5.0, gt=0, le=600,
                          description="seconds a host gets to exit after SIGTERM before SIGKILL")
+    inject: list[str] = Field(default_factory=list, description="faults to rehearse: FAULT@SECONDS (kill-host:algo-N, "
+                                                                "kill-rank:R, hang-rank:R, preempt)")
+
+    @field_validator("inject")
+    @classmethod
+    def _faults(cls, values: list[str]) -> list[str]:
+        for value in values:
+            parse_fault(value)  # ValueError saying what is allowed
+        return values
 
 
 class ProcessOptions(LocalOptions):
@@ -74,8 +84,15 @@ class LocalBackend:
         from .job import run_job
 
         opts = dryrun.options
+        faults = sorted((parse_fault(f) for f in opts.inject), key=lambda f: f.at_s)
+        plan = dryrun.submission.plan
+        problems = check_targets(faults, plan.host_names, plan.world_size)
+        if problems:
+            from ...errors import ErrorItem, ValidationError
+
+            raise ValidationError([ErrorItem(f"{self.name}.inject", p) for p in problems])
         return run_job(dryrun.submission, wait=wait, logs=logs, jobs_root=jobs_root, grace=opts.grace,
-                       placement=self.placement(opts))
+                       placement=self.placement(opts), faults=faults)
 
     # ---- a job by its handle ------------------------------------------------------------------------
     def describe(self, handle: JobHandle) -> JobStatus:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -16,20 +17,24 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ...container.stack_dumps import STACKS_ON_STOP_ENV
+from ...container.hang_detector import Hang, HangDetector, resume_warning
+from ...container.stack_dumps import STACKS_ON_STOP_ENV, rank_pids
 from ...contract import MLPaths, write_host_config
 from ...errors import JobFailedError
 from ...jobspec.rules.arguments import DEFAULT_MAX_RUN
 from ...plan.model import LaunchPlan
 from ..api import JobHandle, Submission
 from ..toolkit import records
-from ..toolkit.diagnosis import describe_failure, describe_stop, early_exits, read_failures, stop_reason
+from ..toolkit.diagnosis import describe_failure, describe_stop, early_exits, failure_cause, read_failures, stop_reason
+from ..toolkit.faults import Fault
 from ..toolkit.job_console import JobConsole, console_for
 from ..toolkit.jobdir import JobDir, jobs_root as resolve_jobs_root
 from ..toolkit.log_mux import LogMux
 from ..toolkit.outputs import checkpoint_dir, collect_outputs, restore_checkpoints, save_checkpoints
+from ..toolkit.resilience_plan import ATTEMPT_ENV, ResiliencePlan, resilience_of
+from ..toolkit.restart_policy import Attempt, Cause, Decision, decide
 from ..toolkit.stack_dumps import RankStack, dump_stacks
-from ..toolkit.staging import LocalCode, prepare_local_run, stage_channels, stage_code
+from ..toolkit.staging import LocalCode, prepare_local_run, stage_channels, stage_code, submission_of
 from ..toolkit.supervisor import HostLaunch, Interrupted, Outcome, Supervisor, stop_signals_interrupt
 from .addressing import free_port, host_addresses, pick_address_block, split_gpus, visible_gpus
 from .host_environment import host_environment, scrub_host_secrets
@@ -44,7 +49,8 @@ class LocalJob:
 
     def __init__(self, plan: LaunchPlan, job_dir: JobDir, *, logs: Any = True, grace: float = 5.0,
                  environ: dict[str, str] | None = None, code: LocalCode | None = None,
-                 placement: Placement | None = None) -> None:
+                 placement: Placement | None = None, resilience: ResiliencePlan | None = None,
+                 faults: list[Fault] | None = None) -> None:
         self.plan = plan
         self.placement: Placement = placement or ProcessPlacement()
         self.code = code
@@ -67,6 +73,17 @@ class LocalJob:
         self._error: BaseException | None = None
         self._ranks_up = 0
         self._stopping_ns: int | None = None
+        self.resilience = resilience or ResiliencePlan()
+        self.faults = list(faults or [])
+        self._attempt_no = 0
+        self._restored = 0
+        self._hang: Hang | None = None
+        self._interrupted_by: str | None = None
+        self._detector: HangDetector | None = None
+        self._done = threading.Event()
+        self._first_rank_at: float | None = None
+        self._injector: threading.Timer | None = None
+        self._attempt_live = False  # hosts of the current attempt run and nothing has ended it yet
         job_dir.plan_file.write_text(plan.to_json())
         self._save()
         _finish_interrupted_jobs(job_dir.root.parent)
@@ -124,46 +141,35 @@ class LocalJob:
         self.console.status(f"{self.job_name}: {name}{' — ' + detail if detail else ''}")
 
     def _run(self) -> None:
-        supervisor: Supervisor | None = None
         hosts: dict[str, MLPaths] = {}
         restore_signals = stop_signals_interrupt()  # SIGTERM/SIGHUP during staging too: a final record, no orphans
+        watcher = threading.Thread(target=self._watch_progress, name=f"smdist-progress-{self.job_name}", daemon=True)
+        if self.resilience.monitors:
+            watcher.start()
         try:
-            self._phase("staging")
-            launches, hosts = self._prepare()
-            self._phase("starting", f"{len(launches)} hosts")
-            mux = LogMux({h: self.dir.log_file(h) for h in hosts}, self.console, on_new_rank=self._rank_up)
-            # SageMaker's default when max_run is not given (the plan keeps None: pinned plans do not change)
-            max_run = self.plan.max_run or DEFAULT_MAX_RUN
-            supervisor = Supervisor(self.job_id, launches, mux.on_line, max_run=max_run, grace=self.grace,
-                                    ask_stacks=lambda: self._ask_stacks(hosts))
-            self._supervisor = supervisor
-            if self._stop_reason is not None:  # stop() came during staging
-                supervisor.request_stop(self._stop_reason)
-            try:
-                supervisor.start()
-                self.record.hosts = {h: {**self.record.hosts.get(h, {}), "pid": p.pid}
-                                     for h, p in supervisor.procs.items()}
-                self._phase("running", self._running_detail())
-                outcome = supervisor.wait()
-            finally:
-                mux.close()
+            while True:
+                outcome, hosts = self._attempt()
+                decision = self._next_step(outcome, hosts)
+                if decision.action == "finish":
+                    break
+                self._between_attempts(hosts, decision.why)
             self._finish(outcome, hosts)
         except (KeyboardInterrupt, Interrupted) as exc:
-            if supervisor is not None:
-                supervisor.stop()
+            self._stop_supervisor()
             what = exc.signal_name if isinstance(exc, Interrupted) else "Ctrl-C"
             self._end(records.STOPPED, f"stopped by {what}", f"stopped by {what} during {self.record.phase}")
         except (OSError, ValueError) as exc:  # staging: missing inputs, bad locations, no GPUs, ...
-            if supervisor is not None:
-                supervisor.stop()
+            self._stop_supervisor()
             self._end(records.FAILED, f"{type(exc).__name__}: {exc}", f"the job could not start: {exc}")
         except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised by wait()
-            if supervisor is not None:
-                supervisor.stop()
+            self._stop_supervisor()
             self._error = exc
             self._end(records.FAILED, f"internal error: {exc!r}", repr(exc))
         finally:
+            self._done.set()
             restore_signals()
+            if self._injector is not None:
+                self._injector.cancel()
             try:
                 self.placement.teardown(self)
             except Exception as exc:  # noqa: BLE001 - the job's own outcome stays; the leftover is named
@@ -173,6 +179,162 @@ class LocalJob:
             if self._tmp_root is not None:
                 shutil.rmtree(self._tmp_root, ignore_errors=True)
             self.console.close()
+
+    def _stop_supervisor(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.stop()
+
+    def _attempt(self) -> tuple[Outcome, dict[str, MLPaths]]:
+        """One attempt: stage the hosts, start them, wait for the end. Logs append to the job's host logs."""
+        self._attempt_no += 1
+        self._detector = None
+        self._hang = None
+        self._interrupted_by = None
+        self._phase("staging")
+        launches, hosts = self._prepare()
+        self._host_paths = hosts
+        self._phase("starting", f"{len(launches)} hosts")
+        mux = LogMux({h: self.dir.log_file(h) for h in hosts}, self.console, on_new_rank=self._rank_up,
+                     on_rank_line=self._rank_line)
+        if self._attempt_no > 1:
+            for h in hosts:
+                mux.on_line(h, f"[smdist] ---- attempt {self._attempt_no} ----\n".encode())
+        # SageMaker's default when max_run is not given (the plan keeps None: pinned plans do not change)
+        max_run = self.plan.max_run or DEFAULT_MAX_RUN
+        supervisor = Supervisor(self.job_id, launches, mux.on_line, max_run=max_run, grace=self.grace,
+                                ask_stacks=lambda: self._ask_stacks(hosts))
+        self._supervisor = supervisor
+        self._detector = HangDetector(self.resilience.monitors, list(range(self.plan.world_size)))
+        if self._stop_reason is not None:  # stop() came during staging
+            supervisor.request_stop(self._stop_reason)
+        try:
+            supervisor.start()
+            self.record.hosts = {h: {**self.record.hosts.get(h, {}), "pid": p.pid}
+                                 for h, p in supervisor.procs.items()}
+            self._phase("running", self._running_detail())
+            self._attempt_live = True
+            outcome = supervisor.wait()
+        finally:
+            self._attempt_live = False  # a fault due now waits for the next attempt
+            mux.close()
+        return outcome, hosts
+
+    def _cause(self, outcome: Outcome, hosts: dict[str, MLPaths]) -> Cause:
+        if self._hang is not None:
+            return Cause.HANG
+        if self._interrupted_by == "preempt":
+            return Cause.PREEMPTED
+        if outcome.status == records.COMPLETED:
+            return Cause.COMPLETED
+        if outcome.status == records.STOPPED:
+            return Cause.STOPPED
+        if outcome.status == records.MAX_RUNTIME_EXCEEDED:
+            return Cause.MAX_RUNTIME
+        return failure_cause({h: p.failure_json_file for h, p in hosts.items()}, outcome.first_failure)
+
+    def _next_step(self, outcome: Outcome, hosts: dict[str, MLPaths]) -> Decision:
+        """What the restart policy says after this attempt; the attempt, its cause and reason are recorded."""
+        cause = self._cause(outcome, hosts)
+        reason = outcome.reason
+        if self._hang is not None:
+            hang = self._hang
+            reason = stop_reason(f"hang: no line matched log monitor {hang.monitor!r} for {hang.silent_for_s:.0f} s "
+                                 f"(quietest: rank(s) {', '.join(map(str, hang.stuck_ranks)) or 'unknown'})",
+                                 outcome.stacks)
+        elif cause is Cause.PREEMPTED:
+            reason = "preempted: every host got SIGTERM, as on a spot interruption"
+        elif outcome.status == records.FAILED:
+            reason, _ = describe_failure({h: p.failure_json_file for h, p in hosts.items()},
+                                         {h: self.dir.log_file(h) for h in hosts}, outcome.first_failure)
+        decision = decide(Attempt(self._attempt_no, cause, reason), max_attempts=self.resilience.max_attempts,
+                          retry_on=self.resilience.retry_on, use_spot_instances=self.resilience.use_spot)
+        entry: dict[str, Any] = {"attempt": self._attempt_no, "cause": cause.value, "reason": reason or None,
+                                 "decision": decision.action, "why": decision.why,
+                                 "restored_checkpoints": self._restored,
+                                 "first_steps": self._detector.first_steps() if self._detector else {}}
+        warning = None
+        for step in entry["first_steps"].values():
+            warning = warning or resume_warning(self._attempt_no, step, self._restored)
+        if warning:
+            entry["warning"] = warning
+            self.console.note(warning)
+        self.record.attempts.append(entry)
+        if cause is Cause.HANG:  # a hang ends the attempt as a failure with its own reason
+            outcome.status, outcome.reason = records.FAILED, reason
+        self._save()
+        return decision
+
+    def _between_attempts(self, hosts: dict[str, MLPaths], why: str) -> None:
+        """Keep the attempt's outputs and failure records, sync the checkpoints out, and clear every host away."""
+        kept = self.dir.root / "attempts" / str(self._attempt_no)
+        for h, paths in hosts.items():
+            if paths.output_dir.exists():
+                shutil.copytree(paths.output_dir, kept / h, symlinks=True, dirs_exist_ok=True)
+        save_checkpoints(self.plan, hosts)
+        self.console.note(f"job {self.job_name}: retrying ({why})")
+        self.placement.teardown(self)
+        if self._tmp_root is not None:
+            shutil.rmtree(self._tmp_root, ignore_errors=True)
+            self._tmp_root = None
+        self._ranks_up = 0
+        self._stopping_ns = None
+
+    # ---- fault rehearsal ---------------------------------------------------------------------------
+    def _schedule_faults(self) -> None:
+        """The next fault, timed from the first rank's start (of the first attempt)."""
+        if not self.faults or self._first_rank_at is None:
+            return
+        fault = self.faults[0]
+        delay = max(0.0, self._first_rank_at + fault.at_s - time.monotonic())
+        self._injector = threading.Timer(delay, self._fire, args=(fault,))
+        self._injector.daemon = True
+        self._injector.start()
+
+    def _fire(self, fault: Fault) -> None:
+        supervisor = self._supervisor
+        ending = supervisor is None or any(p.poll() is not None for p in supervisor.procs.values())
+        if supervisor is None or not self._attempt_live or ending or self._done.is_set():
+            if not self._done.is_set():  # between attempts: once the next one runs
+                self._injector = threading.Timer(0.5, self._fire, args=(fault,))
+                self._injector.daemon = True
+                self._injector.start()
+            return
+        self.faults.pop(0)
+        self.console.note(f"injecting {fault}")
+        self.record.backend_info.setdefault("injected", []).append(
+            {"fault": str(fault), "attempt": self._attempt_no, "at": time.time()})
+        try:
+            if fault.kind == "kill-host" and fault.target in supervisor.procs:
+                os.killpg(supervisor.procs[fault.target].pid, signal.SIGKILL)
+            elif fault.kind == "preempt":
+                self._interrupted_by = "preempt"
+                supervisor.request_stop("preempted (spot interruption rehearsal)")
+            elif fault.kind in ("kill-rank", "hang-rank") and fault.target is not None:
+                pids = rank_pids(p.run_dir / "stacks" for p in self._host_paths.values())
+                pid = pids.get(int(fault.target))
+                if pid is None:
+                    self.console.note(f"{fault}: rank {fault.target} is not running; nothing injected")
+                else:
+                    os.kill(pid, signal.SIGKILL if fault.kind == "kill-rank" else signal.SIGSTOP)
+        except OSError as exc:
+            self.console.note(f"{fault}: {exc}")
+        self._schedule_faults()
+
+    def _rank_line(self, host: str, rank: int | None, text: str) -> None:
+        detector = self._detector
+        if detector is not None:
+            detector.line(rank, text, time.monotonic())
+
+    def _watch_progress(self) -> None:
+        """The hang check, every second while an attempt runs: a hang dumps the stacks and ends the attempt."""
+        while not self._done.wait(1.0):
+            detector, supervisor = self._detector, self._supervisor
+            if detector is None or supervisor is None or self.record.phase != "running":
+                continue
+            hang = detector.check(time.monotonic())
+            if hang is not None and self._hang is None:
+                self._hang = hang
+                supervisor.request_stop(f"hang detected by log monitor {hang.monitor!r}")
 
     def _prepare(self) -> tuple[list[HostLaunch], dict[str, MLPaths]]:
         placement = self.placement
@@ -190,7 +352,7 @@ class LocalJob:
         hosts = {h: write_host_config(self.dir.host_root(h), plan_dict, h, channels=modes) for h in names}
         stage_channels(plan, hosts, self.dir.staging_dir)
         stage_code(self.code, hosts, keep_out=self.dir.root.parent)
-        restored = restore_checkpoints(plan, hosts)
+        restored = self._restored = restore_checkpoints(plan, hosts)
         if restored:
             self.console.note(f"restored {restored} checkpoint file(s) from {plan.checkpoint_s3_uri}")
         if any((p.code_dir / "requirements.txt").is_file() for p in hosts.values()):
@@ -214,6 +376,7 @@ class LocalJob:
             # Each host's runtime makes its own folder in here (TMPDIR, Open MPI: container/host_isolation.py).
             env["TMPDIR"] = str(self._tmp_root)
             env[STACKS_ON_STOP_ENV] = "0"  # the supervisor asks the ranks where they are stuck before it stops them
+            env[ATTEMPT_ENV] = str(self._attempt_no)  # which attempt this is (1 for the first), for the script
             argv = runtime_command(sys.executable, host_roots[h], h, str(hosts[h].plan_file))
             launches.append(placement.launch(self, HostStart(h, hosts[h], env, self.dir.host_dir(h), argv)))
         self._save()
@@ -263,6 +426,12 @@ class LocalJob:
 
     def _rank_up(self, rank: int) -> None:
         self._ranks_up += 1
+        now = time.monotonic()
+        if self._ranks_up == 1 and self._detector is not None:
+            self._detector.started(now)  # every monitor's clock starts with the attempt's first rank
+        if self._first_rank_at is None:
+            self._first_rank_at = now
+            self._schedule_faults()
         if self.record.phase == "running":
             self.console.status(f"{self.job_name}: running — {self._running_detail()}")
 
@@ -280,7 +449,9 @@ class LocalJob:
                 status, reason = records.FAILED, f"uploading outputs failed: {exc}"
             self.console.note(f"uploading outputs failed: {exc}")
         log_files = {h: self.dir.log_file(h) for h in hosts}
-        if outcome.status == records.FAILED:
+        if self._hang is not None:  # the reason names the monitor and each rank's stack already
+            self.diagnosis = describe_stop(reason, log_files, outcome.stacks)
+        elif outcome.status == records.FAILED:
             reason, self.diagnosis = describe_failure({h: p.failure_json_file for h, p in hosts.items()}, log_files,
                                                       outcome.first_failure)
         elif outcome.status in (records.STOPPED, records.MAX_RUNTIME_EXCEEDED):
@@ -328,7 +499,8 @@ def _finish_interrupted_jobs(root: Path) -> None:
 
 def run_job(job: Submission | LaunchPlan, *, wait: bool = True, logs: Any = True,
             jobs_root: str | os.PathLike[str] | None = None, grace: float = 5.0,
-            placement: Placement | None = None, run_as: str | None = None) -> LocalJob:
+            placement: Placement | None = None, run_as: str | None = None,
+            faults: list[Fault] | None = None) -> LocalJob:
     """Run a submission (or a bare plan, its code read from the working directory) on this machine. wait=True blocks
     and raises JobFailedError unless the job completed; wait=False returns at once (call .wait()). `placement`:
     how each host runs (default: a process on a loopback address, as `run_as` when given: root only)."""
@@ -336,7 +508,9 @@ def run_job(job: Submission | LaunchPlan, *, wait: bool = True, logs: Any = True
     placement.check()
     plan, code = prepare_local_run(job)
     job_dir = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
-    local = LocalJob(plan, job_dir, logs=logs, grace=grace, code=code, placement=placement)
+    resilience = resilience_of(submission_of(job).settings)
+    local = LocalJob(plan, job_dir, logs=logs, grace=grace, code=code, placement=placement, resilience=resilience,
+                     faults=faults)
     if wait:
         return local.wait()
     local.start_in_background()

@@ -107,7 +107,8 @@ class NetnsPlacement:
     def teardown(self, job: LocalJob) -> None:
         try:
             if self.network is not None:
-                self.network.destroy()
+                network, self.network = self.network, None
+                network.destroy()
         finally:
             shutil.rmtree(job.dir.root / "ssh", ignore_errors=True)  # the private key outlives no job
 

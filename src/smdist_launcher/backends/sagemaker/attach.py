@@ -81,6 +81,12 @@ def attached_arguments(description: dict[str, Any]) -> dict[str, Any]:
                             if not k.startswith("sagemaker_") and k not in ("mp_parameters", "model_dir")},
         "environment": {k: v for k, v in (description.get("Environment") or {}).items() if k not in LAUNCHER_ENV},
         "distribution": _distribution(hps),
+        # how failures are survived: retries, spot, checkpoints synced between attempts
+        "max_retry_attempts": (description.get("RetryStrategy") or {}).get("MaximumRetryAttempts"),
+        "use_spot_instances": bool(description.get("EnableManagedSpotTraining")) or None,
+        "max_wait": (description.get("StoppingCondition") or {}).get("MaxWaitTimeInSeconds"),
+        "checkpoint_s3_uri": (description.get("CheckpointConfig") or {}).get("S3Uri"),
+        "checkpoint_local_path": (description.get("CheckpointConfig") or {}).get("LocalPath"),
     }
     if resources.get("InstanceGroups"):
         args["instance_groups"] = [{"instance_group_name": g["InstanceGroupName"], "instance_type": g["InstanceType"],

@@ -111,7 +111,24 @@ def problems(plan: LaunchPlan, args: EstimatorArgs, *, reserved_env: int = 1,
     if local:
         return [item("instance_groups" if plan.instance_groups else "instance_type",
                      "local instance types run on this machine (backends.local), not on SageMaker", local[0])]
-    return [*_code(plan, args, region), *_channels(plan, args), *_limits(plan, reserved_env)]
+    return [*_code(plan, args, region), *_channels(plan, args), *_limits(plan, reserved_env), *_resilience(args)]
+
+
+def _resilience(args: EstimatorArgs) -> list[ErrorItem]:
+    """What SageMaker's RetryStrategy cannot express: said here, never dropped (docs/resilience.md)."""
+    r = args.resilience
+    if r is None:
+        return []
+    found = []
+    if r.retry_on != "curable":
+        found.append(item("resilience.retry_on", "SageMaker decides itself which failures its RetryStrategy "
+                                                 "retries (max_retry_attempts); remove retry_on for SageMaker jobs",
+                          r.retry_on))
+    if r.log_monitoring:
+        found.append(item("resilience.log_monitoring", "SageMaker has no log monitoring; it runs on the process, "
+                                                       "netns and docker backends and smdist serve; remove it for "
+                                                       "SageMaker jobs (max_run still ends a hung job)"))
+    return found
 
 
 def check(plan: LaunchPlan, args: EstimatorArgs, *, reserved_env: int = 1, region: str | None = None) -> None:

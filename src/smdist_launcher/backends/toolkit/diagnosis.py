@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .log_mux import tail
+from .restart_policy import Cause
 from .supervisor import HostExit
 
 TRACEBACK_LINES = 30
@@ -29,6 +30,26 @@ def read_failures(failure_files: dict[str, Path]) -> list[dict[str, Any]]:
             data.setdefault("reported_by", host)
             found.append(data)
     return found
+
+
+def failure_cause(failure_files: dict[str, Path], first_exit: HostExit | None) -> Cause:
+    """What a failed attempt's records say happened, as far as a retry is concerned (restart_policy.Cause)."""
+    failures = read_failures(failure_files)
+    first = first_failure(failures)
+    if first_exit is not None and _died_without_a_word(first_exit, failure_files, first):
+        return Cause.HOST_LOST  # its runtime was killed outright: the machine (container, namespace) is gone
+    if first is None:
+        return Cause.SCRIPT_ERROR
+    last = "\n".join((first.get("traceback") or [])[-3:]).lower()  # the exception line(s) of the traceback
+    if any(word in last for word in _TIMEOUT_WORDS):
+        return Cause.TIMEOUT
+    if first.get("signal") == "SIGKILL" or (first.get("signal") and not first.get("traceback")):
+        return Cause.KILLED  # a rank ended by a signal it did not raise itself (the OOM killer, a lost node)
+    return Cause.SCRIPT_ERROR
+
+
+# What rendezvous and collective timeouts say (torch.distributed, gloo, NCCL, Open MPI).
+_TIMEOUT_WORDS = ("timed out", "timeout", "disttimeouterror", "rendezvousTimeoutError".lower(), "watchdog caught")
 
 
 def first_failure(failures: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -19,9 +19,11 @@ _PREFIX = re.compile(r"^\[(?P<host>[^\] ]+)(?: r(?P<rank>\d+))?\](?: |$)")
 
 class LogMux:
     def __init__(self, log_files: dict[str, Path], console: JobConsole,
-                 on_new_rank: Callable[[int], None] | None = None) -> None:
+                 on_new_rank: Callable[[int], None] | None = None,
+                 on_rank_line: Callable[[str, int | None, str], None] | None = None) -> None:
         self.console = console
         self.on_new_rank = on_new_rank
+        self.on_rank_line = on_rank_line  # (host, rank or None, the line without its prefix): progress watchers
         self._files: dict[str, IO[bytes]] = {h: open(p, "ab") for h, p in log_files.items()}  # noqa: SIM115
         self._lock = threading.Lock()
         self.ranks_seen: set[int] = set()
@@ -50,6 +52,9 @@ class LogMux:
         self.console.line(host, text)
         if new_rank is not None and self.on_new_rank is not None:
             self.on_new_rank(new_rank)
+        if self.on_rank_line is not None:
+            rank = int(match["rank"]) if match is not None and match["rank"] is not None else None
+            self.on_rank_line(host, rank, text[match.end():] if match is not None else text)
 
     def close(self) -> None:
         with self._lock:

@@ -46,6 +46,8 @@ class JobRecord:
     # backend needs to find the job again (a Slurm job id, container names): status/stop/logs dispatch on these.
     backend: str = "process"
     backend_info: dict[str, Any] = field(default_factory=dict)
+    # every attempt: its number, cause, reason, what the restart policy decided, where it resumed (first steps)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
 
     def enter_phase(self, name: str, now: float | None = None) -> None:
         now = time.time() if now is None else now
