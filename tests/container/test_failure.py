@@ -32,6 +32,22 @@ def test_torchrun_sigkill_maps_local_to_global_rank():
     assert (d["rank"], d["exit_code"], d["signal"]) == (3, -9, "SIGKILL")
 
 
+def test_a_killed_rank_only_in_torchruns_summary_wins_over_the_victim_torchrun_logged():
+    # torchrun logs "failed (exitcode ...)" for one failed rank only, here the victim (its peer was SIGKILLed while
+    # it waited in all_reduce); the summary it prints last lists the killed rank too (seen in CI, 2026-11-25)
+    t = FailureTracker("algo-2", [2, 3])
+    t.observe(2, "[rank2]: Traceback (most recent call last):", 100)
+    t.observe(2, "[rank2]: RuntimeError: [pair.cc:537] Read error [127.0.0.1]:942: Connection reset by peer.", 101)
+    t.observe(None, "E1125 15:30:01.000000 1 api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 7) of binary: "
+                    "/usr/bin/python", 110)
+    for line in ["Failures:", "[1]:", "  host      : algo-2", "  rank      : 3 (local_rank: 1)",
+                 "  exitcode  : -9 (pid: 8)  (SIGKILL)", "  error_file: <N/A>", "Root Cause (first observed failure):",
+                 "[0]:", "  rank      : 2 (local_rank: 0)", "  exitcode  : 1 (pid: 7)"]:
+        t.observe(None, line, 120)
+    d = t.diagnosis(1, ["torchrun"])
+    assert (d["rank"], d["exit_code"], d["signal"], d["likely_victim"]) == (3, -9, "SIGKILL", False)
+
+
 def test_mpi_signal_line():
     t = FailureTracker("algo-1")
     t.observe(None, "mpirun noticed that process rank 2 with PID 0 on node algo-2 exited on signal 9 (Killed).", 7)

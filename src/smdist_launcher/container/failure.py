@@ -15,6 +15,11 @@ TAIL_LINES = 40
 _TRACEBACK = "Traceback (most recent call last):"
 # torchrun: "failed (exitcode: 1) local_rank: 1 (pid: 7059) of binary: ..."
 _TORCHRUN_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
+# torchrun logs "failed (exitcode ...)" for one rank only; its ChildFailedError summary lists every failed rank:
+#   rank      : 3 (local_rank: 1)
+#   exitcode  : -9 (pid: 1234)  (SIGKILL)
+_SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: \d+\)")
+_SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
 # mpirun summaries.
 _MPI_PROCESS = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
 _MPI_EXIT = re.compile(r"Exit code:\s*(-?\d+)")
@@ -67,6 +72,7 @@ class FailureTracker:
     first_traceback_ns: dict[int, int] = field(default_factory=dict)
     exits: dict[int, RankEvent] = field(default_factory=dict)
     _mpi_rank: int | None = None
+    _summary_rank: int | None = None
 
     def _global(self, local_rank: int) -> int:
         return self.local_to_global[local_rank] if local_rank < len(self.local_to_global) else local_rank
@@ -87,6 +93,14 @@ class FailureTracker:
         if m:
             code = int(m.group(1))
             self._exit(self._global(int(m.group(2))), now, code, signal_name(-code) if code < 0 else None)
+        m = _SUMMARY_RANK.match(line)
+        if m:
+            self._summary_rank = int(m.group(1))  # a global rank already
+        m = _SUMMARY_EXIT.match(line)
+        if m and self._summary_rank is not None:
+            code = int(m.group(1))
+            self._exit(self._summary_rank, now, code, signal_name(-code) if code < 0 else None)
+            self._summary_rank = None
         m = _MPI_SIGNAL.search(line)
         if m:
             num = int(m.group(2))
