@@ -88,7 +88,7 @@ class HangDetector:
 
     def first_step(self, name: str) -> int | None:
         """The first step any rank reported in this attempt (where it resumed), None without a captured step."""
-        return next((s.first_step for s in self._states if s.monitor.name == name), None)
+        return self.first_steps().get(name)
 
     def stragglers(self, name: str, behind: int) -> list[int]:
         """Ranks whose last step is more than `behind` steps behind the furthest rank's."""

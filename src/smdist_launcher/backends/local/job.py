@@ -84,6 +84,8 @@ class LocalJob:
         self._first_rank_at: float | None = None
         self._injector: threading.Timer | None = None
         self._attempt_live = False  # hosts of the current attempt run and nothing has ended it yet
+        self._host_paths: dict[str, MLPaths] = {}
+        self._failure: tuple[str, str] | None = None  # the last failed attempt's (reason, diagnosis)
         job_dir.plan_file.write_text(plan.to_json())
         self._save()
         _finish_interrupted_jobs(job_dir.root.parent)
@@ -190,6 +192,7 @@ class LocalJob:
         self._detector = None
         self._hang = None
         self._interrupted_by = None
+        self._failure = None
         self._phase("staging")
         launches, hosts = self._prepare()
         self._host_paths = hosts
@@ -244,8 +247,9 @@ class LocalJob:
         elif cause is Cause.PREEMPTED:
             reason = "preempted: every host got SIGTERM, as on a spot interruption"
         elif outcome.status == records.FAILED:
-            reason, _ = describe_failure({h: p.failure_json_file for h, p in hosts.items()},
-                                         {h: self.dir.log_file(h) for h in hosts}, outcome.first_failure)
+            self._failure = describe_failure({h: p.failure_json_file for h, p in hosts.items()},
+                                             {h: self.dir.log_file(h) for h in hosts}, outcome.first_failure)
+            reason = self._failure[0]
         decision = decide(Attempt(self._attempt_no, cause, reason), max_attempts=self.resilience.max_attempts,
                           retry_on=self.resilience.retry_on, use_spot_instances=self.resilience.use_spot)
         entry: dict[str, Any] = {"attempt": self._attempt_no, "cause": cause.value, "reason": reason or None,
@@ -285,19 +289,20 @@ class LocalJob:
         if not self.faults or self._first_rank_at is None:
             return
         fault = self.faults[0]
-        delay = max(0.0, self._first_rank_at + fault.at_s - time.monotonic())
+        self._arm(fault, max(0.0, self._first_rank_at + fault.at_s - time.monotonic()))
+
+    def _arm(self, fault: Fault, delay: float) -> None:
         self._injector = threading.Timer(delay, self._fire, args=(fault,))
         self._injector.daemon = True
         self._injector.start()
 
     def _fire(self, fault: Fault) -> None:
         supervisor = self._supervisor
-        ending = supervisor is None or any(p.poll() is not None for p in supervisor.procs.values())
-        if supervisor is None or not self._attempt_live or ending or self._done.is_set():
-            if not self._done.is_set():  # between attempts: once the next one runs
-                self._injector = threading.Timer(0.5, self._fire, args=(fault,))
-                self._injector.daemon = True
-                self._injector.start()
+        if self._done.is_set():
+            return
+        # an attempt whose host has exited is ending: the fault is for the next attempt, once it runs
+        if supervisor is None or not self._attempt_live or any(p.poll() is not None for p in supervisor.procs.values()):
+            self._arm(fault, 0.5)
             return
         self.faults.pop(0)
         self.console.note(f"injecting {fault}")
@@ -452,8 +457,9 @@ class LocalJob:
         if self._hang is not None:  # the reason names the monitor and each rank's stack already
             self.diagnosis = describe_stop(reason, log_files, outcome.stacks)
         elif outcome.status == records.FAILED:
-            reason, self.diagnosis = describe_failure({h: p.failure_json_file for h, p in hosts.items()}, log_files,
-                                                      outcome.first_failure)
+            # read once, when the attempt ended (_next_step)
+            reason, self.diagnosis = self._failure or describe_failure(
+                {h: p.failure_json_file for h, p in hosts.items()}, log_files, outcome.first_failure)
         elif outcome.status in (records.STOPPED, records.MAX_RUNTIME_EXCEEDED):
             self.diagnosis = describe_stop(reason, log_files, outcome.stacks)
             reason = stop_reason(reason, outcome.stacks)

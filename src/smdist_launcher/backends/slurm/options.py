@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -39,14 +40,7 @@ class SlurmOptions(BaseModel):
 
 
 def slurm_options(values: dict | None = None) -> SlurmOptions:
-    """Validated options; bad values raise smdist_launcher.ValidationError with the key path."""
-    from pydantic import ValidationError as PydanticError
+    """Validated options; bad values raise smdist_launcher.ValidationError with the key path (slurm.<key>)."""
+    from ..api import validated_options
 
-    from ...errors import ErrorItem, ValidationError
-
-    try:
-        return SlurmOptions.model_validate(values or {})
-    except PydanticError as exc:
-        items = [ErrorItem("slurm." + ".".join(str(p) for p in e["loc"]), e["msg"].removeprefix("Value error, "),
-                           e.get("input")) for e in exc.errors()]
-        raise ValidationError(items) from None
+    return cast(SlurmOptions, validated_options(SlurmOptions, values, "slurm"))

@@ -15,7 +15,6 @@ class ResiliencePlan:
     max_attempts: int = 1           # SageMaker's max_retry_attempts (how many times the job may start); 1 without it
     retry_on: str = "curable"
     use_spot: bool = False
-    process_restarts: int = 0
     monitors: list[Monitor] = field(default_factory=list)
 
 
@@ -27,5 +26,5 @@ def resilience_of(settings: Any) -> ResiliencePlan:
     monitors = [Monitor(m.name, m.pattern, m.expected_every_s, m.start_after_s)
                 for m in (r.log_monitoring if r else [])]
     return ResiliencePlan(max_attempts=settings.max_retry_attempts or 1, retry_on=r.retry_on if r else "curable",
-                          use_spot=bool(settings.use_spot_instances), process_restarts=r.process_restarts if r else 0,
+                          use_spot=bool(settings.use_spot_instances),
                           monitors=monitors)
