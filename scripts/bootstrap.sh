@@ -17,6 +17,7 @@ APT_PACKAGES=(
   debootstrap          # tests build a minimal Debian base image (no image registry is reachable)
   slurm-wlm            # the slurm backend's tests start slurmctld + two slurmd in a private netns
   munge                # Slurm's authentication daemon (a private munged per test cluster)
+  chromium             # headless browser: tests load `smdist report`'s page and check its plots render
 )
 PIP_EXTRAS="torch,aws,test,lint"
 TORCH_PIN="torch==2.13.0"  # installed first and pinned: the CPU wheel; a range would pull a CUDA build

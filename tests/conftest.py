@@ -27,6 +27,7 @@ def tiny_mnist(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """The docker backend's tests go last, and the base image they need (minutes to build with a cold cache) is
     built in the background meanwhile."""
+    _prebuild_sdk_v3(config, items)
     docker_dir = Path(__file__).resolve().parent / "backends" / "docker"
     docker = [item for item in items if docker_dir in Path(str(item.path)).parents]
     if not docker:
@@ -41,9 +42,30 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 _PREBUILD = pytest.StashKey["tuple[subprocess.Popen[bytes], Path]"]()
+_PREBUILD_SDK_V3 = pytest.StashKey["tuple[subprocess.Popen[bytes], Path]"]()
+SDK_V3_TESTS = Path(__file__).resolve().parent / "serve" / "test_sdk_v3_client.py"
+
+
+def _prebuild_sdk_v3(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The SDK v3 venv (minutes to build with a cold cache) starts building at collection, in the background, when
+    its tests were collected; their session fixture waits for it (serve/sdk_v3_env.py)."""
+    if os.environ.get("SMDIST_TEST_SDK_V3_PYTHON") or not any(Path(str(i.path)) == SDK_V3_TESTS for i in items):
+        return
+    from serve.sdk_v3_env import prebuild_in_background as prebuild_sdk_v3
+
+    log = Path(tempfile.gettempdir()) / f"smdist-prebuild-sdk-v3-{os.getpid()}.log"
+    proc = prebuild_sdk_v3(log)
+    if proc is not None:
+        config.stash[_PREBUILD_SDK_V3] = (proc, log)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    sdk_v3, sdk_v3_log = config.stash.get(_PREBUILD_SDK_V3, (None, None))
+    if sdk_v3 is not None and sdk_v3.poll() is None:   # the session ended first: its half-made venv is rebuilt later
+        os.killpg(sdk_v3.pid, 9)
+        sdk_v3.wait(timeout=60)
+    if sdk_v3_log is not None and sdk_v3 is not None and sdk_v3.returncode == 0:
+        sdk_v3_log.unlink(missing_ok=True)
     proc, log = config.stash.get(_PREBUILD, (None, None))
     if proc is None or log is None:
         return

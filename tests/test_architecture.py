@@ -38,9 +38,10 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     ("shared", frozenset({"errors", "contract"})),  # exceptions and the SageMaker contract: no dependencies
     ("jobspec", frozenset({"jobspec"})),  # what a job is: the schema, job files, validation rules
     ("plan", frozenset({"plan"})),  # a job spec -> a launch plan
-    ("runtime", frozenset({"compat", "smddp", "smp", "container"})),  # runs inside training containers
+    ("runtime", frozenset({"compat", "smddp", "smp", "container", "metrics"})),  # runs inside training containers
     ("backends", frozenset({"backends"})),  # where a plan runs: local, docker, slurm, SageMaker...
     ("estimators", frozenset({"estimators"})),  # the SageMaker-SDK-shaped API: spec -> plan -> backend
+    ("train", frozenset({"train"})),  # SageMaker SDK v3's module paths (sagemaker.train.*) over the estimators
     ("serve", frozenset({"serve"})),  # the HTTP service
     ("cli", frozenset({"cli"})),  # the command line
 ]

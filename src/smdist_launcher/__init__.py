@@ -16,6 +16,7 @@ _EXPORTS = {
     "TensorFlow": "smdist_launcher.estimators",
     "HuggingFace": "smdist_launcher.estimators",
     "MXNet": "smdist_launcher.estimators",
+    "ModelTrainer": "smdist_launcher.estimators",
     "Framework": "smdist_launcher.estimators",
     "estimator_from_job_file": "smdist_launcher.estimators",
     "LaunchPlan": "smdist_launcher.plan.model",
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .estimators import (
         Framework as Framework,
         HuggingFace as HuggingFace,
+        ModelTrainer as ModelTrainer,
         MXNet as MXNet,
         PyTorch as PyTorch,
         TensorFlow as TensorFlow,

@@ -46,3 +46,13 @@ def test_resume_from_step_zero_after_a_restore_is_flagged() -> None:
     assert "does not resume" in (resume_warning(2, d.first_step("step"), restored_files=4) or "")
     assert resume_warning(1, 0, restored_files=4) is None  # the first attempt starts at 0 by design
     assert resume_warning(2, 120, restored_files=4) is None
+
+
+def test_stragglers_by_default_are_far_behind_not_a_step_late() -> None:
+    d = HangDetector([STEP], ranks=[0, 1, 2])
+    d.started(0.0)
+    for rank, step in ((0, 200), (1, 199), (2, 150)):
+        d.line(rank, f"step {step}", 1.0)
+    assert d.all_stragglers() == {"step": [2]}  # 50 behind: more than a tenth of 200; rank 1 is in lockstep
+    d.line(2, "step 195", 2.0)
+    assert d.all_stragglers() == {}

@@ -226,3 +226,51 @@ def test_a_stopped_runtime_reports_where_its_ranks_were_stuck(make_job):
     assert sorted(r["rank"] for r in running) == [0, 1]
     assert all(r["where"].startswith("in stuck_in_named_function (train.py:") for r in running), running
     assert "[algo-1 r1] still running when stopped" in text and "stuck_in_named_function" in text
+
+
+STEPS_THEN_STUCK = RANK_ENV + """
+import time
+print("step 0", flush=True)
+def stuck_in_named_function():
+    time.sleep(300)
+stuck_in_named_function()
+"""
+
+
+def test_a_host_runtime_detects_a_hang_itself(make_job):
+    """Engines whose launcher cannot watch the ranks (Slurm, SageMaker with our image) hand the runtime the log
+    monitors: it finds the silence, names the quietest ranks with their stacks, and fails the host as a hang."""
+    from smdist_launcher.container.hang_detector import Monitor
+    from smdist_launcher.container.host_resilience import RESILIENCE_ENV, HostResilience
+
+    job = make_job(make_plan("torchrun", hosts=1), STEPS_THEN_STUCK)
+    settings = HostResilience(monitors=[Monitor("step", r"step (\d+)", expected_every_s=3)])  # from the first line
+    job.start({RESILIENCE_ENV: settings.encode()})
+    [(code, text)] = job.wait(timeout=180).values()
+    assert code == 1
+    failure = job.failure("algo-1")
+    assert failure["cause"] == "hang" and failure["traceback"][0].startswith("hang: no line matched log monitor 'step'")
+    assert sorted(r["rank"] for r in failure["still_running"]) == [0, 1], text
+    assert "stuck_in_named_function" in "\n".join(failure["traceback"])
+    assert "dumping every rank's stack" in text
+
+
+FAILS_ONCE = """
+import os, sys
+marker = os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], "failed-once")
+if not os.path.exists(marker):
+    open(marker, "w").close()
+    sys.exit("the first run fails")
+print("second run ok")
+"""
+
+
+def test_process_restarts_start_a_failed_rank_again_in_place(make_job):
+    from smdist_launcher.container.host_resilience import RESILIENCE_ENV, HostResilience
+
+    job = make_job(make_plan("python", hosts=1, ppn=1), FAILS_ONCE)
+    job.start({RESILIENCE_ENV: HostResilience(process_restarts=1).encode()})
+    [(code, text)] = job.wait().values()
+    assert code == 0, text
+    assert "restarting them in place (process restart 1 of 1)" in text and "second run ok" in text
+    assert (job.roots["algo-1"] / "output" / "success").exists()

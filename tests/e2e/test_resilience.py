@@ -9,74 +9,31 @@ from pathlib import Path
 
 import pytest
 
+from backends.resilience_job import model_weights, resilience_estimator
 from smdist_launcher import PyTorch
 from smdist_launcher.errors import JobFailedError
 
 pytestmark = pytest.mark.slow
 
-# Deterministic DDP training: the batch of step k depends on k only, checkpoints every 4 steps hold the exact weights
-# (plain SGD: nothing else to save), so a run resumed from a checkpoint ends bit-identical to one that never stopped.
-TRAIN = r'''
-import json, os, sys, time
-import torch, torch.distributed as dist
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-ckpt_dir = os.environ.get("SMDIST_CHECKPOINT_DIR", "/opt/ml/checkpoints")
-ckpt = os.path.join(ckpt_dir, "state.pt")
-torch.manual_seed(0)
-model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
-opt = torch.optim.SGD(model.parameters(), lr=0.05)
-start = 0
-resume = os.environ.get("RESUME", "1") == "1"
-if resume and os.path.exists(ckpt):
-    state = torch.load(ckpt)
-    model.module.load_state_dict(state["model"])
-    start = state["step"]
-for step in range(start, int(os.environ.get("STEPS", "24"))):
-    g = torch.Generator().manual_seed(1000 * step + rank)
-    x = torch.randn(16, 8, generator=g)
-    loss = ((model(x) - x.sum(dim=1, keepdim=True)) ** 2).mean()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    print(f"step {step} loss {loss.item():.6f}", flush=True)
-    if os.environ.get("HANG_RANK") == str(rank) and step == 3 and os.environ.get("SMDIST_ATTEMPT") == "1":
-        time.sleep(3600)
-    if (step + 1) % 4 == 0 and int(os.environ.get("LOCAL_RANK", "0")) == 0:
-        os.makedirs(ckpt_dir, exist_ok=True)
-        torch.save({"model": model.module.state_dict(), "step": step + 1}, ckpt + ".tmp")
-        os.replace(ckpt + ".tmp", ckpt)
-    time.sleep(float(os.environ.get("STEP_S", "0.3")))
-if rank == 0:
-    w = [round(v, 12) for v in model.module.weight.detach().flatten().tolist()]
-    json.dump({"weights": w}, open(os.path.join(os.environ["SM_MODEL_DIR"], "weights.json"), "w"))
-dist.destroy_process_group()
-'''
-
 
 def _estimator(tmp_path: Path, name: str, **extra) -> PyTorch:
-    src = tmp_path / "src"
-    src.mkdir(exist_ok=True)
-    (src / "train.py").write_text(TRAIN)
-    env = {"STEPS": "16", **extra.pop("environment", {})}
-    return PyTorch(entry_point="train.py", source_dir=str(src), instance_type="local", instance_count=2,
-                   framework_version="2.3", py_version="py311", environment=env,
-                   distribution={"torch_distributed": {"enabled": True}, "mpi": {"processes_per_host": 2}},
-                   checkpoint_s3_uri=(tmp_path / f"ckpt-{name}").as_uri(), base_job_name=name, **extra)
+    return resilience_estimator(tmp_path, name, **extra)
 
 
 def _weights(job) -> list[float]:
-    import tarfile
-
-    with tarfile.open(str(job.model_data).removeprefix("file://")) as tar:
-        member = tar.extractfile("weights.json")
-        assert member is not None
-        return json.load(member)["weights"]
+    return model_weights(job.model_data)
 
 
-def test_a_killed_host_is_retried_from_the_last_checkpoint(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def clean_weights(tmp_path_factory: pytest.TempPathFactory) -> list[float]:
+    """The uninterrupted run every recovered one must match."""
+    tmp_path = tmp_path_factory.mktemp("clean")
+    job = _estimator(tmp_path, "clean", environment={"STEP_S": "0"}).fit(logs=False, jobs_root=str(tmp_path / "jobs"))
+    return _weights(job)
+
+
+def test_a_killed_host_is_retried_from_the_last_checkpoint(tmp_path: Path, clean_weights: list[float]) -> None:
     jobs = str(tmp_path / "jobs")
-    clean = _estimator(tmp_path, "clean", environment={"STEP_S": "0"}).fit(logs=False, jobs_root=jobs)
     est = _estimator(tmp_path, "killed", max_retry_attempts=2)
     job = est.fit(logs=False, jobs_root=jobs, inject=["kill-host:algo-2@4"])
     record = json.loads((job.job_dir / "job.json").read_text())
@@ -84,7 +41,7 @@ def test_a_killed_host_is_retried_from_the_last_checkpoint(tmp_path: Path) -> No
     first, second = record["attempts"]
     assert first["cause"] == "host_lost" and first["decision"] == "retry" and "algo-2" in first["reason"]
     assert second["cause"] == "completed" and second["restored_checkpoints"] > 0
-    assert _weights(job) == _weights(clean)
+    assert _weights(job) == clean_weights
     log = (job.job_dir / "logs" / "algo-1.log").read_text()
     assert "---- attempt 2 ----" in log and "step 15" in log
     assert (job.job_dir / "attempts" / "1").is_dir()  # the first attempt's outputs and failure records are kept
@@ -113,6 +70,14 @@ def test_a_script_error_is_not_retried_unless_retry_on_any(tmp_path: Path) -> No
         record = json.loads(next((tmp_path / f"jobs-{attempts}").glob("*/job.json")).read_text())
         assert [a["cause"] for a in record["attempts"]] == ["script_error"] * attempts
         assert record["failure_reason"] == "host algo-1, rank 0 failed first with exit code 1"
+    # `smdist report` of the retried one: both attempts and the script's traceback, in a page a real browser shows
+    from cli.report_browser import load_in_browser
+    from smdist_launcher.backends.toolkit.report_page import write_report
+
+    page = write_report(next((tmp_path / "jobs-2").iterdir()))
+    text = page.read_text()
+    assert "RuntimeError: a bug in the script" in text and text.count("<td>script_error</td>") == 2
+    assert load_in_browser(page, tmp_path).errors == []
 
 
 def test_a_hang_is_detected_named_and_retried_and_a_restart_from_zero_is_flagged(tmp_path: Path) -> None:
@@ -127,3 +92,18 @@ def test_a_hang_is_detected_named_and_retried_and_a_restart_from_zero_is_flagged
     assert "rank 1 " in first["reason"] and "train.py" in first["reason"]  # named with where its stack was
     assert second["cause"] == "completed" and "began at step 0" in second.get("warning", "")
     assert time.monotonic() - started < 120
+
+
+def test_a_killed_rank_restarts_in_place_before_any_job_restart(tmp_path: Path) -> None:
+    """process_restarts: the host's runtime starts its torchrun again in place; the attempt goes on and resumes from
+    the host's own checkpoint, with no whole-job restart."""
+    est = _estimator(tmp_path, "inplace", max_retry_attempts=2, resilience={"process_restarts": 1}, instance_count=1)
+    job = est.fit(logs=False, jobs_root=str(tmp_path / "jobs"), inject=["kill-rank:1@4"])
+    record = json.loads((job.job_dir / "job.json").read_text())
+    assert record["status"] == "Completed"
+    assert [a["cause"] for a in record["attempts"]] == ["completed"]  # no whole-job restart was needed
+    log = (job.job_dir / "logs" / "algo-1.log").read_text()
+    assert "restarting them in place (process restart 1 of 1)" in log and "step 15" in log
+    after = log.split("restarting them in place", 1)[1]
+    restarted_at = int(after.split("] step ", 1)[1].split()[0])  # the first step of the restarted ranks
+    assert 0 < restarted_at and restarted_at % 4 == 0  # from the last checkpoint, not from step 0

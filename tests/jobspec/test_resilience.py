@@ -25,9 +25,24 @@ def test_monitors_are_checked() -> None:
         Resilience.model_validate({"log_monitoring": [{"name": "a", "pattern": "x", "expected_every_s": 1}] * 2})
 
 
-def test_process_restarts_are_refused_until_they_run() -> None:
-    with pytest.raises(ValidationError, match="not supported yet"):
-        Resilience(process_restarts=2)
+def test_process_restarts_only_where_ranks_can_restart_in_place(tmp_path) -> None:
+    """torchrun on one host and one process per host restart in place; mpirun-based launchers and torchrun across
+    hosts need a whole-job restart, said with the key path before anything starts."""
+    from smdist_launcher import PyTorch
+    from smdist_launcher.errors import ValidationError as Invalid
+
+    (tmp_path / "train.py").write_text("")
+    base = dict(entry_point="train.py", source_dir=str(tmp_path), instance_type="local", framework_version="2.3",
+                py_version="py311", resilience={"process_restarts": 2})
+    torchrun = {"torch_distributed": {"enabled": True}}
+    PyTorch(instance_count=1, distribution=torchrun, **base)
+    PyTorch(instance_count=3, **base)  # no distribution: every host's process restarts on its own
+    for count, distribution, words in ((2, torchrun, "across 2 hosts"),
+                                       (1, {"mpi": {"enabled": True}}, "the mpi launcher")):
+        with pytest.raises(Invalid) as info:
+            PyTorch(instance_count=count, distribution=distribution, **base)
+        [error] = [e for e in info.value.errors if e.path == "resilience.process_restarts"]
+        assert words in error.message and "max_retry_attempts" in error.message
 
 
 def test_the_estimator_takes_resilience_and_sagemaker_refuses_what_it_cannot_express(tmp_path) -> None:
@@ -45,3 +60,10 @@ def test_the_estimator_takes_resilience_and_sagemaker_refuses_what_it_cannot_exp
     assert sorted(e.path for e in info.value.errors) == ["resilience.log_monitoring", "resilience.retry_on"]
     request = PyTorch(instance_type="ml.c5.xlarge", **kwargs).request()
     assert request["RetryStrategy"] == {"MaximumRetryAttempts": 3}
+    assert "SMDIST_RESILIENCE" not in request["Environment"]
+    # our image runs smdist-train, which watches the lines itself: the monitors travel in the request's Environment
+    ours = PyTorch(instance_type="ml.c5.xlarge", resilience=monitor, image_uri="123.dkr.ecr.us-east-1.amazonaws.com/"
+                   "smdist-train:latest", **kwargs).request()
+    from smdist_launcher.container.host_resilience import decode
+
+    assert decode(ours["Environment"]["SMDIST_RESILIENCE"]).monitors[0].pattern == r"step (\d+)"

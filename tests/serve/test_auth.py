@@ -216,7 +216,8 @@ def test_the_profile_is_written_for_the_owner_only(served_env: Served) -> None:
     assert credentials.stat().st_mode & 0o777 == 0o600
     assert f"[{served_env.client_env['AWS_PROFILE']}]" in credentials.read_text()
     assert set(served_env.client_env) == {"AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_DEFAULT_REGION",
-                                          "AWS_ENDPOINT_URL_SAGEMAKER", "AWS_ENDPOINT_URL_CLOUDWATCH_LOGS"}
+                                          "AWS_ENDPOINT_URL_SAGEMAKER", "AWS_ENDPOINT_URL_CLOUDWATCH_LOGS",
+                                          "AWS_ENDPOINT_URL_CLOUDWATCH"}
 
 
 # ---- another local user; --run-as ---------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """The official SageMaker Python SDK (v2), unchanged, as a client of `smdist serve`: PyTorch(...).fit(wait=True,
-logs="All") trains examples/mnist on 2 simulated hosts and its model lands in S3; stop and attach work."""
+logs="All") trains examples/mnist on 2 simulated hosts and its model lands in S3; its metric_definitions give
+FinalMetricDataList and TrainingJobAnalytics' dataframe (CloudWatch reads); stop and attach work."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tarfile
@@ -14,6 +16,8 @@ import pytest
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mnist"
 BUCKET = "sagemaker-us-east-1-123456789012"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerTraining"
+# examples/mnist prints "epoch 1 step 0/2 loss 2.3012" (rank 0)
+LOSS = {"Name": "train:loss", "Regex": "loss ([0-9.]+)"}
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +60,7 @@ def test_sdk_fit_trains_mnist_and_the_model_lands_in_s3(session: Any, clients: d
     subprocess.run([sys.executable, str(EXAMPLE / "make_data.py"), str(tmp_path / "mnist"), "--train", "128",
                     "--test", "32"], check=True, timeout=300)
     data = session.upload_data(str(tmp_path / "mnist"), bucket=BUCKET, key_prefix="mnist")
-    est = _estimator(session, hyperparameters={"epochs": 1, "batch-size": 32})
+    est = _estimator(session, hyperparameters={"epochs": 1, "batch-size": 32}, metric_definitions=[LOSS])
     name = f"sdk-mnist-{time.monotonic_ns() % 10**10}"
     est.fit({"training": f"{data}/train", "test": f"{data}/test"}, job_name=name, wait=True, logs="All")
 
@@ -66,6 +70,18 @@ def test_sdk_fit_trains_mnist_and_the_model_lands_in_s3(session: Any, clients: d
         assert any(m.name.endswith((".pt", ".pth")) for m in tar)
     out = capsys.readouterr().out
     assert "algo-1" in out and "algo-2" in out  # the SDK printed both hosts' CloudWatch streams
+
+    printed = [float(v) for v in re.findall(LOSS["Regex"], out)]
+    final = est.latest_training_job.describe()["FinalMetricDataList"]
+    assert [(m["MetricName"], m["Value"]) for m in final] == [("train:loss", printed[-1])]
+    from sagemaker.analytics import TrainingJobAnalytics
+
+    frame = TrainingJobAnalytics(name, metric_names=["train:loss"], sagemaker_session=session).dataframe()
+    assert list(frame.columns) == ["timestamp", "metric_name", "value"] and set(frame["metric_name"]) == {"train:loss"}
+    # one row a minute (the average of its values), however the job's lines fell into minutes
+    assert 1 <= len(frame) <= len(printed) and min(printed) <= frame["value"].min() <= frame["value"].max() <= max(
+        printed)
+    assert est.training_job_analytics.dataframe().equals(frame)  # metric names from the job's MetricDefinitions
 
     attached = type(est).attach(name, sagemaker_session=session)
     assert attached.model_data == est.model_data and attached.instance_count == 2

@@ -81,6 +81,18 @@ class Submission(_Frozen):
     def job_name(self) -> str:
         return self.plan.job_name
 
+    @property
+    def metric_definitions(self) -> list[dict[str, str]]:
+        """SageMaker's metric_definitions ({Name, Regex}), for every backend to apply to the ranks' output."""
+        found = getattr(self.settings, "metric_definitions", None) or []
+        return [d.model_dump() if hasattr(d, "model_dump") else dict(d) for d in found]
+
+    @property
+    def step_patterns(self) -> list[str]:
+        """The resilience.log_monitoring patterns: the ones that capture a step give the status line a step rate."""
+        resilience = getattr(self.settings, "resilience", None)
+        return [m.pattern for m in (resilience.log_monitoring if resilience else [])]
+
     def args(self) -> EstimatorArgs:
         if self.settings is None:
             raise ValueError(f"job {self.job_name}: this backend needs the job's arguments (build the submission "
@@ -142,6 +154,8 @@ class JobStatus(_Frozen):
     hosts: list[HostStatus] = Field(default_factory=list)
     # every attempt of a job that was retried: number, cause, reason, the restart policy's decision, where it resumed
     attempts: list[dict[str, Any]] = Field(default_factory=list)
+    # ranks whose step falls far behind the furthest rank's, per stepped log monitor (the last check's)
+    stragglers: dict[str, list[int]] = Field(default_factory=dict)
 
     @property
     def is_terminal(self) -> bool:
@@ -150,7 +164,8 @@ class JobStatus(_Frozen):
     def summary(self) -> dict[str, Any]:
         """The fields `smdist status --json` prints."""
         return {"name": self.job_name, "backend": self.backend, "status": self.state.value, "phase": self.phase,
-                "failure_reason": self.reason, "model_data": self.model_data, "attempts": self.attempts}
+                "failure_reason": self.reason, "model_data": self.model_data, "attempts": self.attempts,
+                "stragglers": self.stragglers}
 
 
 Emit = Callable[[str], None]

@@ -24,6 +24,8 @@ COMMANDS: dict[str, str] = {
     "run": "smdist_launcher.cli.run",
     "jobs": "smdist_launcher.cli.jobs",
     "logs": "smdist_launcher.cli.logs",
+    "metrics": "smdist_launcher.cli.metrics",
+    "report": "smdist_launcher.cli.report",
     "submit": "smdist_launcher.cli.submit",
     "status": "smdist_launcher.cli.status",
     "stop": "smdist_launcher.cli.stop",

@@ -5,7 +5,8 @@ when it changed; ``--write`` (re)writes the pinned file. The pinned file's forma
 ``--dryrun --backend B`` prints (or pins) what backend B would start or send instead: for sagemaker the
 CreateTrainingJob request (secrets redacted, no AWS call: ``<account>`` and, without ``--region`` or a region in the
 job file, ``<region>`` are placeholders), for slurm the sbatch script, for process/netns/docker each host's command.
-``--request`` and ``--slurm`` are the older spellings of ``--dryrun --backend sagemaker|slurm``.
+``--request`` and ``--slurm`` are the older spellings of ``--dryrun --backend sagemaker|slurm``; ``--wire v3`` shows
+the request in SageMaker SDK v3's shape (backends/sagemaker/request_v3.py).
 """
 from __future__ import annotations
 
@@ -41,6 +42,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--region", help="with --dryrun --backend sagemaker: the AWS region to fill in (default: the job "
                                     "file's region)")
     p.add_argument("--slurm", action="store_true", help="the same as --dryrun --backend slurm")
+    p.add_argument("--wire", choices=("smdist", "v3"), default="smdist",
+                   help="with --request: the request's shape, smdist (what submit sends; default) or v3 (what "
+                        "SageMaker SDK v3's ModelTrainer would send for this job)")
     return p
 
 
@@ -69,6 +73,10 @@ def _usage_problem(args: argparse.Namespace) -> ValidationError | None:
                                           "cannot be combined with --dryrun: a dry run is for the whole job")])
     if args.backend and not args.dryrun:
         return ValidationError([ErrorItem("--backend", "is only used with --dryrun", args.backend)])
+    if getattr(args, "wire", "smdist") != "smdist" and not (args.request or (args.dryrun
+                                                                             and args.backend == "sagemaker")):
+        return ValidationError([ErrorItem("--wire", "is only used with --request (or --dryrun --backend sagemaker)",
+                                          args.wire)])
     if args.region is not None:
         from ..jobspec.rules.arguments import region_problem
 
@@ -124,6 +132,10 @@ def _dryrun(plan: LaunchPlan, loaded: LoadedJob, args: argparse.Namespace) -> in
                                                                                           plan.instance_types)
         options = {"region": args.region} if backend.name == "sagemaker" else {}
         dry = backend.dryrun(build_submission(loaded.args, plan), options)
+        if getattr(args, "wire", "smdist") == "v3":
+            from ..backends.sagemaker.request_v3 import render_v3_request
+
+            dry = dry.model_copy(update={"content": render_v3_request(dry.submission, args.region)})
     except ValidationError as exc:
         return report_invalid(args.job_file, exc)
     except ValueError as exc:

@@ -62,9 +62,7 @@ def backend_options(args: argparse.Namespace) -> dict[str, Any]:
     """The chosen backend's options (its Options model's fields) from the flags: the Slurm flags go to slurm."""
     chosen = {k: getattr(args, k, None) for k in SLURM_FLAGS if getattr(args, k, None) is not None}
     if getattr(args, "backend", None) == "slurm":
-        if getattr(args, "inject", None):
-            raise ValueError("--inject: fault rehearsal runs on the process, netns and docker backends")
-        return chosen
+        return {**chosen, "inject": list(args.inject)} if getattr(args, "inject", None) else chosen
     if chosen or getattr(args, "no_wait", False):
         flags = ", ".join("--" + k.replace("_", "-") for k in chosen) or "--no-wait"
         raise ValueError(f"{flags}: only used with --backend slurm")

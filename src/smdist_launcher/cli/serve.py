@@ -1,9 +1,10 @@
 """``smdist serve [--port 8080] [--s3-endpoint-url URL]``: a SageMaker-compatible endpoint on this machine.
 
-CreateTrainingJob / DescribeTrainingJob / StopTrainingJob / ListTrainingJobs and the CloudWatch Logs reads of
-training jobs; each job runs on this machine with --backend (auto: docker when its engine and image are there, else
-process). Point boto3 or the SageMaker SDK at it (endpoint_url, or AWS_ENDPOINT_URL_SAGEMAKER and
-AWS_ENDPOINT_URL_CLOUDWATCH_LOGS) and S3 at the same S3 server.
+CreateTrainingJob / DescribeTrainingJob / StopTrainingJob / ListTrainingJobs, the CloudWatch Logs reads of
+training jobs and their CloudWatch metric reads (ListMetrics, GetMetricStatistics); each job runs on this machine with
+--backend (auto: docker when its engine and image are there, else process). Point boto3 or the SageMaker SDK at it
+(endpoint_url, or AWS_ENDPOINT_URL_SAGEMAKER, AWS_ENDPOINT_URL_CLOUDWATCH_LOGS and AWS_ENDPOINT_URL_CLOUDWATCH) and S3
+at the same S3 server.
 
 Every request must be signed (AWS SigV4) with serve's key: at start serve writes it as profile --profile (default
 smdist-serve) into this user's shared credentials file ($AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials, mode 0600)

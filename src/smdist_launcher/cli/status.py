@@ -71,4 +71,6 @@ def run(args: argparse.Namespace) -> int:
                          + (f" -> {a['why']}" if a.get("decision") == "retry" else "") + "\n")
         if a.get("warning"):
             sys.stdout.write(f"    warning: {a['warning']}\n")
+    for monitor, ranks in (fields.get("stragglers") or {}).items():
+        sys.stdout.write(f"  stragglers ({monitor}): rank(s) {', '.join(map(str, ranks))} far behind the others\n")
     return EXIT_OK

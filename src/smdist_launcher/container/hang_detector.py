@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+STRAGGLER_STEPS = 10
+
 
 @dataclass(frozen=True)
 class Monitor:
@@ -90,13 +92,20 @@ class HangDetector:
         """The first step any rank reported in this attempt (where it resumed), None without a captured step."""
         return self.first_steps().get(name)
 
-    def stragglers(self, name: str, behind: int) -> list[int]:
-        """Ranks whose last step is more than `behind` steps behind the furthest rank's."""
+    def stragglers(self, name: str, behind: int | None = None) -> list[int]:
+        """Ranks whose last step is more than `behind` steps behind the furthest rank's (default: 10 steps and a
+        tenth of the furthest rank's step, so a rank a step or two late in lockstep training is not one)."""
         state = next((s for s in self._states if s.monitor.name == name), None)
         if state is None or not state.rank_step:
             return []
         top = max(state.rank_step.values())
-        return sorted(r for r, step in state.rank_step.items() if top - step > behind)
+        limit = behind if behind is not None else max(STRAGGLER_STEPS, top // 10)
+        return sorted(r for r, step in state.rank_step.items() if top - step > limit)
+
+    def all_stragglers(self) -> dict[str, list[int]]:
+        """Every stepped monitor's stragglers (the default limit), monitors without any left out."""
+        found = {s.monitor.name: self.stragglers(s.monitor.name) for s in self._states if s.regex.groups == 1}
+        return {name: ranks for name, ranks in found.items() if ranks}
 
 
 def resume_warning(attempt: int, first_step: int | None, restored_files: int) -> str | None:

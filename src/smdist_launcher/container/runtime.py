@@ -37,10 +37,21 @@ from .commands import (
     torchrun_with_tee,
 )
 from .console import Console
+from .container_command import (
+    command_argv,
+    command_env,
+    has_own_opt_ml,
+    is_container_command,
+    own_failure_lines,
+    require_private_opt_ml,
+)
 from .failure import FailureTracker, signal_name, write_failure, write_success
 from .fallback_plan import plan_from_contract
 from .group_hosts import real_host_names, rename_hosts
+from .hang_detector import Hang
+from .hang_watch import HangWatch, hang_message
 from .host_isolation import HostIsolation, isolate_host, needed as isolation_needed, scratch_env
+from .host_resilience import RESILIENCE_ENV, decode as decode_resilience
 from .log_lines import FixedRankLines, LineSplitter, MpiTagLines, TorchrunLines
 from .multihost import MASTER_DONE_WAIT_S, HostUnreachable, MasterSsh, job_key, master_verdict, ssh_port, worker_hosts
 from .process_environment import load_plan, process_env, recorded_environment, write_environment_file
@@ -115,6 +126,10 @@ class HostRuntime:
         self._abort_worker = False  # the parameter server died: the worker must not (keep) run(ning)
         self.isolation = HostIsolation(reason="not needed")
         self.scratch: Path | None = None  # this host's temp folder (TMPDIR, Open MPI) when hosts share the machine
+        # process restarts and, where no launcher watches the ranks, log monitoring (container/host_resilience.py)
+        self.resilience = decode_resilience(self.environ.get(RESILIENCE_ENV))
+        self.hang_watch: HangWatch | None = None
+        self._hang_stacks: list[RankStack] = []
 
     # ---- steps ----------------------------------------------------------
     def _isolate(self) -> None:
@@ -122,11 +137,15 @@ class HostRuntime:
         (container/host_isolation.py), before any thread or child exists. The fallback is said once (first host)."""
         if len(self.local_hosts) > 1:
             self.scratch = Path(tempfile.mkdtemp(prefix=f"{self.host}-"))
-        if not isolation_needed(self.paths.root, self.local_hosts):
+        # a container command uses absolute /opt/ml paths: its host needs a private /opt/ml even when alone
+        command = is_container_command(self.plan) and not has_own_opt_ml(self.paths.root)
+        if not isolation_needed(self.paths.root, self.local_hosts) and not command:
             return
         self.isolation = isolate_host(self.host, self.paths.root, addresses=self.host_map, scratch=self.scratch,
                                       environ=self.environ)
         write_json(self.paths.run_dir / "isolation.json", dict(self.isolation.__dict__))
+        if command:
+            require_private_opt_ml(self.paths.root, self.isolation.opt_ml, self.isolation.reason)
         if not self.isolation.opt_ml and self.host == self.plan["hosts"][0]["name"]:
             self.console.say(self.isolation.fallback_note(self.paths.root))
 
@@ -145,6 +164,8 @@ class HostRuntime:
             if code not in (None, 0):
                 raise RuntimeError(f"InstallRequirementsError: pip install -r requirements.txt exited with {code}")
         env = process_env(self.paths, self.plan, self.host_plan, self.environ, self.host_map)
+        if is_container_command(self.plan):
+            env = command_env(env, self.paths.run_dir / "bin")
         if self.scratch is not None:
             env.update(scratch_env(self.scratch, mpi_master=self.host_plan["role"] == "mpi_master"))
         job_keys = [*(self.plan.get("environment") or {}), *(self.host_plan.get("env") or {})]
@@ -192,6 +213,8 @@ class HostRuntime:
         return through_rank_entry(argv, self.plan.get("entry_point")), splitter
 
     def _launcher_argv(self) -> tuple[list[str], LineSplitter]:
+        if is_container_command(self.plan):
+            return command_argv(self.host_plan), FixedRankLines(None)
         argv = resolve_python([str(a) for a in self.host_plan.get("argv") or []])
         if not argv:
             raise ValueError(f"plan host {self.host}: role {self.host_plan['role']!r} needs a non-empty argv")
@@ -226,6 +249,8 @@ class HostRuntime:
             self._worker = proc
             if self._abort_worker:
                 proc.terminate()
+        self._watch_hangs()
+        watch = self.hang_watch
         assert proc.stdout is not None
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         fd = proc.stdout.fileno()
@@ -238,9 +263,57 @@ class HostRuntime:
             for rank, line in pairs:
                 self.tracker.observe(rank, line, now)
                 self.console.line(rank, line)
+                if watch is not None:
+                    watch.line(rank, line)
             if not chunk:
                 break
         return proc.wait()
+
+    def _run_with_restarts(self, argv: list[str], env: dict[str, str], splitter: LineSplitter) -> int:
+        """The host's launcher (a lone process, or torchrun on one host: the jobspec's rule) starts again in place up
+        to process_restarts times; never after a hang, which ends the host's attempt. A fresh torchrun rather than
+        its own --max-restarts: a restarted torchrun agent keeps its store, and the new ranks read the previous
+        round's peer addresses from it (gloo 'connectFullMesh failed', torch 2.13)."""
+        code = self._run_launcher(argv, env, splitter)
+        restarts = self.resilience.process_restarts if not is_mpirun(argv) else 0
+        for n in range(1, restarts + 1):
+            if code == 0 or (self.hang_watch is not None and self.hang_watch.hang is not None):
+                break
+            self.console.say(f"the ranks failed (exit code {code}): restarting them in place "
+                             f"(process restart {n} of {restarts})")
+            self.tracker = FailureTracker(self.host, list(self.host_plan.get("ranks") or []), self.tracker.rank_hosts)
+            code = self._run_launcher(argv, env, splitter)
+        return code
+
+    def _watch_hangs(self) -> None:
+        """Log monitoring here, once, from the first launch on (start_after_s counts from it)."""
+        if self.hang_watch is None and self.resilience.monitors:
+            ranks = [int(r) for h in self.plan["hosts"] for r in h.get("ranks") or []
+                     if h["name"] == self.host] or [0]
+            self.hang_watch = HangWatch(self.resilience.monitors, ranks, self._on_hang)
+            self.hang_watch.start()
+
+    def _on_hang(self, hang: Hang) -> None:
+        """From the watch thread: say it, then stop the launcher; run() records the hang once the ranks are down."""
+        self.console.say(f"{hang_message(hang)}: dumping every rank's stack, then stopping this host's ranks")
+        self._hang_stacks = self._stacks_of_ranks(force=True)
+        with self._worker_lock:
+            worker = self._worker
+        if worker is not None:
+            stop_process(worker, STOP_GRACE_S)
+
+    def _record_hang(self, hang: Hang) -> None:
+        stacks = self._hang_stacks
+        lines = [hang_message(hang)]
+        for st in stacks:
+            lines += [f"rank {st.rank} (pid {st.pid}) {st.where}", *(f"  {x}" for x in st.dump[-12:])]
+        d = {"host": self.host, "reported_by": self.host, "rank": hang.stuck_ranks[0] if hang.stuck_ranks else None,
+             "exit_code": 1, "signal": None, "time": time.time_ns(), "traceback": lines, "likely_victim": False,
+             "command": self.command, "hint": None, "cause": "hang",
+             "still_running": [st.to_dict() for st in stacks]}
+        write_failure(self.paths.output_dir, d)
+        self._failure_written = True
+        self.console.say(f"failed: {hang_message(hang)}; see {self.paths.failure_file}")
 
     def _stop_worker(self) -> None:
         """Called from the parameter server's output thread when it died first."""
@@ -346,13 +419,19 @@ class HostRuntime:
                     argv, splitter = self._argv()
                     if isinstance(splitter, FixedRankLines) and splitter.rank is not None:
                         env = {**env, "SMDIST_RANK": str(splitter.rank)}  # a plain script has no RANK variable
-                    run = self._run_ps_host if role == "ps" else self._run_launcher
-                    code = run(argv, env, splitter)
+                    if role == "ps":
+                        code = self._run_ps_host(argv, env, splitter)
+                    else:
+                        code = self._run_with_restarts(argv, env, splitter)
+                    if self.hang_watch is not None:
+                        self.hang_watch.stop()  # a hang seen after the ranks finished is none
                     if self.master_ssh is not None:
                         self.master_ssh.notify_done(code)
                     # Without rank evidence a launcher failure (torchrun, mpirun, orted) is not pinned on a rank.
                     default_rank = splitter.rank if isinstance(splitter, FixedRankLines) else None
-                if not self._failure_written:
+                if code != 0 and self.hang_watch is not None and self.hang_watch.hang is not None:
+                    self._record_hang(self.hang_watch.hang)
+                elif not self._failure_written:
                     self._finish(code, default_rank)
             except Stopped as stop:
                 self.console.say(f"received {stop}: stopping every process of this host")
@@ -395,6 +474,8 @@ class HostRuntime:
         if host is not None:  # the failure is another host's (a worker whose sshd never answered)
             d["host"] = host
         d["likely_victim"] = d["likely_victim"] or victim or self.host_plan["role"] == "mpi_worker"
+        if is_container_command(self.plan):  # the command's own reason, as SageMaker's FailureReason shows it
+            d["traceback"] = own_failure_lines(self.paths.output_dir) or d.get("traceback")
         write_failure(self.paths.output_dir, d)
         who = f"rank {d['rank']}" if d["rank"] is not None else "the host"
         self.console.say(f"failed: {who} exited with code {d['exit_code']}" +
@@ -406,10 +487,10 @@ class HostRuntime:
         self.sshd = SshDaemon(self.paths, self.host, job_key(self.environ), ssh_port(self.environ), env)
         self.console.say(f"MPI worker: sshd listening on port {self.sshd.port}")
 
-    def _stacks_of_ranks(self) -> list[RankStack]:
-        """Stopped from outside (SageMaker: StopTrainingJob, max_run): where each rank still running was stuck, asked
-        before they are stopped, into the log and failure.json."""
-        if self.environ.get(STACKS_ON_STOP_ENV) == "0":
+    def _stacks_of_ranks(self, force: bool = False) -> list[RankStack]:
+        """Stopped from outside (SageMaker: StopTrainingJob, max_run) or hung: where each rank still running was
+        stuck, asked before they are stopped, into the log and failure.json."""
+        if self.environ.get(STACKS_ON_STOP_ENV) == "0" and not force:
             return []
         rank_hosts = {r: h["name"] for h in self.plan["hosts"] for r in h.get("ranks") or []}
         try:
@@ -424,6 +505,8 @@ class HostRuntime:
         return stacks
 
     def _cleanup(self) -> None:
+        if self.hang_watch is not None:
+            self.hang_watch.stop()
         if self.sshd is not None:
             self.sshd.stop()
         if self.server is not None:

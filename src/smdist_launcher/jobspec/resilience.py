@@ -45,17 +45,10 @@ class LogMonitor(SpecModel):
 
 class Resilience(SpecModel):
     retry_on: RetryOn = "curable"
-    # restarts of the ranks in place (the hosts stay up) before an attempt counts as failed: reserved, not yet run
+    # restarts of the ranks in place (the hosts stay up, torchrun --max-restarts) before the attempt fails; which
+    # launchers can do it is a rule of the distribution (rules/combinations.py)
     process_restarts: int = Field(default=0, ge=0, le=100)
     log_monitoring: list[LogMonitor] = Field(default_factory=list, max_length=16)
-
-    @field_validator("process_restarts")
-    @classmethod
-    def _not_yet(cls, value: int) -> int:
-        if value:
-            raise ValueError("restarting ranks in place is not supported yet; failed attempts restart the whole job "
-                             "(max_retry_attempts): remove process_restarts")
-        return value
 
     @model_validator(mode="after")
     def _unique_names(self) -> Resilience:

@@ -16,7 +16,8 @@ from ..contract.secrets import REDACTED, is_secret_key, redact_plan
 # A job's input channel, resolved: defined with the job's schema, held by the plan.
 from ..jobspec.channel import Channel
 
-Launcher = Literal["python", "torchrun", "mpirun", "parameter_server"]
+# container_command: every host runs the request's ContainerEntrypoint + ContainerArguments once (no launcher of ours)
+Launcher = Literal["python", "torchrun", "mpirun", "parameter_server", "container_command"]
 HostRole = Literal["node", "mpi_master", "mpi_worker", "ps"]
 
 __all__ = ["Channel", "HostPlan", "InstanceGroupPlan", "LaunchPlan", "Master", "REDACTED", "is_secret_key"]
@@ -33,7 +34,7 @@ class Master(_Model):
 
 class HostPlan(_Model):
     name: str
-    # node: runs argv itself (python / torchrun / parameter_server);
+    # node: runs argv itself (python / torchrun / parameter_server / container_command);
     # mpi_master: runs the mpirun argv that starts ranks on every host;
     # mpi_worker: runs nothing itself, hosts ranks started by the master's mpirun.
     role: HostRole

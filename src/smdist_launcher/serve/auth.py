@@ -27,7 +27,7 @@ DEFAULT_PROFILE = "smdist-serve"
 MAX_SKEW = timedelta(minutes=15)  # AWS's allowed clock skew for SigV4
 SIGV4_TIMESTAMP = "%Y%m%dT%H%M%SZ"
 # The X-Amz-Target prefix → the signing name the credential scope must carry.
-SIGNING_NAMES = {"SageMaker": "sagemaker", "Logs_20140328": "logs"}
+SIGNING_NAMES = {"SageMaker": "sagemaker", "Logs_20140328": "logs", "GraniteServiceVersion20100801": "monitoring"}
 
 # AWS's own error codes and messages for JSON-protocol services (400, as SageMaker and CloudWatch Logs answer).
 _MISSING = ("MissingAuthenticationTokenException", "Missing Authentication Token")

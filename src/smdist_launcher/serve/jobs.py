@@ -12,6 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .container_jobs import (
+    checked_container_plan,
+    container_plan,
+    container_submission,
+    image_entrypoint_problem,
+    is_container_command,
+    placeholder_image_problem,
+)
 from .protocol import ApiError
 
 # local job phase → SageMaker secondary status and its message
@@ -133,8 +141,14 @@ class Jobs:
 
         name = request["TrainingJobName"]
         try:  # the request as sent (code still on S3): what is wrong with it is the caller's ValidationException
-            estimator, inputs = estimator_for(request, self.settings)
-            estimator.plan(inputs, job_name=name)
+            problems = [p for p in (placeholder_image_problem(request), image_entrypoint_problem(request)) if p]
+            if problems:
+                raise ValidationError(problems)
+            if is_container_command(request):
+                checked_container_plan(request, self.settings)
+            else:
+                estimator, inputs = estimator_for(request, self.settings)
+                estimator.plan(inputs, job_name=name)
         except ValidationError as exc:
             raise ApiError("ValidationException", str(exc)) from None
         with self._lock:
@@ -154,14 +168,17 @@ class Jobs:
         try:
             # Fetched here, not by each host: hosts with a network of their own (netns, docker) cannot reach an S3
             # server on this machine's loopback (moto, MinIO); local code is staged into every host like fit()'s.
-            submit = submit_directory(job.request)
-            if submit:
-                prepare_code(submit, code)
-            estimator, inputs = estimator_for(job.request, self.settings, code if submit else None)
-            plan = estimator.plan(inputs, job_name=job.name)
+            if is_container_command(job.request):  # its code comes as channels (v3: code, sm_drivers)
+                submission = container_submission(container_plan(job.request))
+            else:
+                submit = submit_directory(job.request)
+                if submit:
+                    prepare_code(submit, code)
+                estimator, inputs = estimator_for(job.request, self.settings, code if submit else None)
+                submission = estimator.submission(estimator.plan(inputs, job_name=job.name))
             backend = registry.get(self.settings.backend)
             options = {"run_as": self.settings.run_as} if self.settings.run_as else {}
-            dry = backend.dryrun(estimator.submission(plan), options)
+            dry = backend.dryrun(submission, options)
             job.local = backend.submit(dry, wait=False, logs=False, jobs_root=self.settings.jobs_dir)
         except Exception as exc:  # noqa: BLE001 - any failure to start is the job's FailureReason
             job.error = f"{type(exc).__name__}: {exc}"

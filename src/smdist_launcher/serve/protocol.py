@@ -1,5 +1,6 @@
-"""The wire: AWS JSON 1.1 requests (X-Amz-Target: SageMaker.X / Logs_20140328.X) checked against botocore's own
-service models, and errors in the API's JSON error shape ({"__type": code, "message": ...})."""
+"""The wire: AWS JSON requests (X-Amz-Target: SageMaker.X / Logs_20140328.X in JSON 1.1, CloudWatch's
+GraniteServiceVersion20100801.X in JSON 1.0, the protocol botocore picks for it) checked against botocore's own service
+models, and errors in the API's JSON error shape ({"__type": code, "message": ...})."""
 from __future__ import annotations
 
 import functools
@@ -7,7 +8,9 @@ import json
 from datetime import datetime
 from typing import Any
 
-TARGETS = {"SageMaker": "sagemaker", "Logs_20140328": "logs"}
+TARGETS = {"SageMaker": "sagemaker", "Logs_20140328": "logs", "GraniteServiceVersion20100801": "cloudwatch"}
+# The JSON version each service speaks (its service model's jsonVersion): the answer's Content-Type says it.
+_JSON_VERSIONS = {"cloudwatch": "1.0"}
 
 
 class ApiError(Exception):
@@ -35,6 +38,12 @@ def parse_target(target: str) -> tuple[str, str]:
     if prefix not in TARGETS or not operation:
         raise ApiError("UnknownOperationException", f"unknown X-Amz-Target {target!r}")
     return TARGETS[prefix], operation
+
+
+def content_type(target: str) -> str:
+    """The Content-Type of the answer to a request with this X-Amz-Target."""
+    service = TARGETS.get((target or "").partition(".")[0], "")
+    return f"application/x-amz-json-{_JSON_VERSIONS.get(service, '1.1')}"
 
 
 def _timestamps(value: Any, shape: Any) -> Any:

@@ -1,4 +1,4 @@
-"""The HTTP side: POST / with an X-Amz-Target, JSON 1.1 in and out; one thread per request.
+"""The HTTP side: POST / with an X-Amz-Target, JSON in and out (1.1; CloudWatch's 1.0); one thread per request.
 
 Every request is checked before anything runs: its Host must be this serve's address (auth.check_host) and it must be
 signed with serve's key (auth.verify). No CORS headers are ever sent, so no web page can read an answer."""
@@ -15,7 +15,8 @@ from typing import Any
 from .auth import KeyPair, check_host, own_host_names, verify
 from .jobs import Jobs, Settings
 from .logs import LogStreams
-from .protocol import ApiError, encode, parse_target, validate
+from .metrics import JobMetrics
+from .protocol import ApiError, content_type, encode, parse_target, validate
 
 
 class Endpoint:
@@ -24,14 +25,19 @@ class Endpoint:
     def __init__(self, settings: Settings) -> None:
         self.jobs = Jobs(settings)
         self.logs = LogStreams(self.jobs)
+        self.metrics = JobMetrics(self.jobs)
         self.operations = {
             ("sagemaker", "CreateTrainingJob"): self.jobs.create,
-            ("sagemaker", "DescribeTrainingJob"): lambda p: self.jobs.describe(p["TrainingJobName"]),
+            ("sagemaker", "DescribeTrainingJob"):
+                lambda p: self.metrics.with_final_metrics(self.jobs.describe(p["TrainingJobName"])),
             ("sagemaker", "StopTrainingJob"): lambda p: self.jobs.stop(p["TrainingJobName"]),
             ("sagemaker", "ListTrainingJobs"): self.jobs.summaries,
             ("sagemaker", "ListTags"): self.jobs.tags,
             ("logs", "DescribeLogStreams"): self.logs.describe_streams,
             ("logs", "GetLogEvents"): self.logs.get_events,
+            ("cloudwatch", "ListMetrics"): self.metrics.list_metrics,
+            ("cloudwatch", "GetMetricStatistics"): self.metrics.statistics,
+            ("cloudwatch", "GetMetricData"): self.metrics.metric_data,
         }
 
     def call(self, target: str, body: bytes) -> tuple[int, bytes]:
@@ -76,8 +82,9 @@ def _handler(endpoint: Endpoint, keys: KeyPair, allowed_hosts: frozenset[str]) -
             except ApiError as exc:
                 self._answer(exc.status, exc.body())
                 return
-            status, answer = endpoint.call(self.headers.get("X-Amz-Target", ""), body)
-            self._answer(status, answer)
+            target = self.headers.get("X-Amz-Target", "")
+            status, answer = endpoint.call(target, body)
+            self._answer(status, answer, content_type(target))
 
         def _refuse_method(self) -> None:
             # GET from a browser tab, OPTIONS preflights, ...: the API is POST only; no Access-Control-* header
@@ -86,9 +93,9 @@ def _handler(endpoint: Endpoint, keys: KeyPair, allowed_hosts: frozenset[str]) -
 
         do_GET = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _refuse_method
 
-        def _answer(self, status: int, body: bytes) -> None:
+        def _answer(self, status: int, body: bytes, kind: str = "application/x-amz-json-1.1") -> None:
             self.send_response(status)
-            self.send_header("Content-Type", "application/x-amz-json-1.1")
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("x-amzn-RequestId", "smdist-serve")
             self.end_headers()
@@ -119,11 +126,13 @@ def is_loopback(host: str) -> bool:
 
 
 def client_line(url: str, profile: str, region: str, credentials: Path | None) -> str:
-    """The one line a client shell needs: the profile serve wrote and where to send SageMaker and Logs calls."""
+    """The one line a client shell needs: the profile serve wrote and where to send SageMaker, Logs and CloudWatch
+    (metrics) calls."""
     env = {"AWS_PROFILE": profile}
     if credentials is not None:  # not the default ~/.aws/credentials: the client must read the same file
         env["AWS_SHARED_CREDENTIALS_FILE"] = str(credentials)
-    env.update(AWS_DEFAULT_REGION=region, AWS_ENDPOINT_URL_SAGEMAKER=url, AWS_ENDPOINT_URL_CLOUDWATCH_LOGS=url)
+    env.update(AWS_DEFAULT_REGION=region, AWS_ENDPOINT_URL_SAGEMAKER=url, AWS_ENDPOINT_URL_CLOUDWATCH_LOGS=url,
+               AWS_ENDPOINT_URL_CLOUDWATCH=url)
     return "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
 
 

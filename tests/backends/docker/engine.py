@@ -27,8 +27,10 @@ from smdist_launcher.backends.netns.network import kill_processes_in
 SUITE = "bookworm"
 MIRROR = os.environ.get("SMDIST_TEST_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 # What the test base holds: the Dockerfile's apt step is then skipped (no mirror is reachable from dockerd's net).
-DEB_PACKAGES = ("python3", "python3-pip", "python3-numpy", "python3-mpi4py", "openssh-server", "openssh-client",
-                "openmpi-bin")
+# python3-paramiko: SDK v3's MPI driver; debootstrap does not resolve the virtual package its dependencies need
+# (python3-cffi-backend-api-*), so the package providing it is named too.
+DEB_PACKAGES = ("python3", "python3-pip", "python3-numpy", "python3-mpi4py", "python3-cffi-backend",
+                "python3-paramiko", "openssh-server", "openssh-client", "openmpi-bin")
 TORCH = "torch==2.13.0"
 CACHE = Path(os.environ.get("SMDIST_TEST_CACHE") or Path.home() / ".cache" / "smdist-tests")
 

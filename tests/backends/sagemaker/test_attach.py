@@ -30,3 +30,15 @@ def test_heterogeneous_request_round_trips(kwargs: dict[str, Any], strategy: dic
     plan = again.plan("s3://data/train", job_name="job-1")
     assert plan.master.host == "algo-2"
     assert build_request(plan, again.spec, TARGET) == request
+
+
+def test_metric_definitions_round_trip(kwargs: dict[str, Any]) -> None:
+    """serve builds its local job from the request: the regexes must reach it (and attach keeps them, as the SDK's)."""
+    definitions = [{"Name": "train:loss", "Regex": "loss: ([0-9.]+)"}]
+    est = PyTorch(**kwargs, metric_definitions=definitions)
+    request = build_request(est.plan("s3://data/train", job_name="job-1"), est.spec, TARGET)
+
+    args = attached_arguments(request)
+    assert args["metric_definitions"] == definitions
+    again = PyTorch(**args)
+    assert build_request(again.plan("s3://data/train", job_name="job-1"), again.spec, TARGET) == request

@@ -16,6 +16,7 @@ from smdist_launcher.backends.slurm.scheduler import SlurmError
 from smdist_launcher.backends.toolkit import records
 from smdist_launcher.errors import JobFailedError
 from smdist_launcher.estimators.base import estimator_from_job_file
+from smdist_launcher.metrics.store import read_points
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # 2 cores shared: torch imports and slurmd dominate
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mnist"
@@ -79,6 +80,7 @@ FAILING = '''
 import os, sys, time
 import torch.distributed as dist
 dist.init_process_group("gloo")
+print(f"loss: {dist.get_rank()}.5", flush=True)
 if dist.get_rank() == 3:
     raise RuntimeError("rank three gives up")
 time.sleep(120)
@@ -98,7 +100,8 @@ def _script_plan(tmp_path: Path, name: str, script: str, hosts: int = 2, **kwarg
 
 
 def test_a_rank_that_raises_ends_the_job_naming_it(slurm_cluster, tmp_path):
-    est, plan = _script_plan(tmp_path, "slurm-fails", FAILING)
+    est, plan = _script_plan(tmp_path, "slurm-fails", FAILING,
+                             metric_definitions=[{"Name": "train:loss", "Regex": "loss: ([0-9.]+)"}])
     with pytest.raises(JobFailedError) as failed:
         run_slurm_job(est.submission(plan), SlurmOptions(time="5:00"), jobs_root=tmp_path / "jobs", logs=False)
     assert failed.value.status == records.FAILED
@@ -106,6 +109,12 @@ def test_a_rank_that_raises_ends_the_job_naming_it(slurm_cluster, tmp_path):
     assert _squeue(slurm_cluster) == ""  # scancel-clean: nothing of the job left in the queue
     record = records.JobRecord.load(tmp_path / "jobs" / "slurm-fails" / "job.json")
     assert _job_processes(record.job_id) == []
+    # each node fed the job's metrics store (metric definitions from the job folder, its own system samples)
+    job_dir = tmp_path / "jobs" / "slurm-fails"
+    points = read_points(job_dir)
+    assert {(p.rank, p.value) for p in points if p.name == "train:loss"} == {(r, r + 0.5) for r in range(4)}
+    assert {p.host for p in points if p.name == "CPUUtilization"} == {"algo-1", "algo-2"}
+    assert (job_dir / "output" / "metrics.jsonl").is_file()
 
 
 SECRET = "hf-sekret-0123456789"
@@ -160,3 +169,31 @@ def test_missing_sbatch_names_the_other_backends(tmp_path, monkeypatch):
     with pytest.raises(SlurmError, match="sbatch` was not found.*--backend local"):
         submit_slurm_job(est.submission(plan), jobs_root=tmp_path / "jobs", logs=False)
     assert records.JobRecord.load(tmp_path / "jobs" / "slurm-nowhere" / "job.json").status == records.FAILED
+
+
+def test_a_killed_node_is_retried_in_the_allocation_from_the_last_checkpoint(slurm_cluster, tmp_path):
+    """Issue 20's acceptance on Slurm: a host SIGKILLed mid-run (--inject, fired by its own node) ends Completed after
+    a second attempt inside the same allocation, resumed from the synced checkpoint, with the weights of an
+    uninterrupted run; the first attempt's reason is kept and nothing of the job is left."""
+    from ..resilience_job import model_weights, resilience_estimator
+
+    steps = {"STEPS": "32"}  # 0.3 s a step: the kill at 5 s falls mid-run on a busy machine too
+    clean = resilience_estimator(tmp_path / "clean", "clean", environment={**steps, "STEP_S": "0"}).fit(
+        logs=False, jobs_root=str(tmp_path / "clean-jobs"))
+    monitor = {"log_monitoring": [{"name": "step", "pattern": r"step (\d+)", "expected_every_s": 120}]}
+    est = resilience_estimator(tmp_path, "slurm-killed", max_retry_attempts=2, resilience=monitor, environment=steps)
+    plan = est.plan(job_name="slurm-killed")
+    job = run_slurm_job(est.submission(plan), SlurmOptions(time="10:00", inject=["kill-host:algo-2@5"]),
+                        jobs_root=tmp_path / "jobs", logs=False)
+    record = job.record
+    assert record.status == records.COMPLETED
+    first, second = record.attempts
+    assert first["cause"] == "host_lost" and first["decision"] == "retry" and "algo-2" in first["reason"]
+    assert second["cause"] == "completed" and second["restored_checkpoints"] > 0
+    assert second["first_steps"]["step"] > 0  # resumed, read back from the hosts' logs
+    assert model_weights(job.job_dir / "output" / "model.tar.gz") == model_weights(clean.model_data)
+    log = (job.job_dir / "logs" / "algo-2.log").read_text()
+    assert "injecting kill-host:algo-2@5" in log and "---- attempt 2 ----" in log
+    assert (job.job_dir / "attempts" / "1" / "algo-1" / "output").is_dir()
+    assert _squeue(slurm_cluster) == ""
+    assert _job_processes(record.job_id) == []

@@ -92,3 +92,22 @@ def test_checkpoints_through_a_local_folder(tmp_path):
     (checkpoint_dir(plan, hosts["algo-1"]) / "new.pt").write_text("new")
     assert save_checkpoints(plan, hosts) == 3  # old.pt from both hosts, new.pt from algo-1
     assert sorted(p.relative_to(store).as_posix() for p in store.rglob("*.pt")) == ["deep/old.pt", "new.pt"]
+
+
+def test_the_metrics_store_is_delivered_merged_next_to_the_archives(tmp_path):
+    from smdist_launcher.metrics.store import MetricPoint, MetricWriter, host_store_file, read_file
+
+    job = tmp_path / "job"
+    hosts = _hosts(tmp_path)
+    for host, t in (("algo-2", 2.0), ("algo-1", 1.0)):  # two Slurm nodes' files
+        writer = MetricWriter(job / host_store_file(host))
+        writer.write(MetricPoint("loss", t, t, host, rank=0))
+        writer.close()
+    collect_outputs(tiny_plan(output_path=f"file://{tmp_path}/results"), hosts, job / "output")
+    delivered = tmp_path / "results" / "tiny" / "output" / "metrics.jsonl"
+    assert [(p.host, p.value) for p in read_file(delivered)] == [("algo-1", 1.0), ("algo-2", 2.0)]
+
+
+def test_a_job_without_metrics_delivers_no_store(tmp_path):
+    collect_outputs(tiny_plan(), _hosts(tmp_path), tmp_path / "job" / "output")
+    assert not (tmp_path / "job" / "output" / "metrics.jsonl").exists()

@@ -177,3 +177,17 @@ def test_relative_checkpoint_folder_is_read_from_the_job_file_folder(tmp_path: P
         assert plan.checkpoint_s3_uri == (project / "ckpt" / "run1").as_uri()
     absolute = tiny_plan(checkpoint_s3_uri=(tmp_path / "abs").as_uri())
     assert prepare_local_run(est.submission(absolute))[0].checkpoint_s3_uri == (tmp_path / "abs").as_uri()
+
+
+def test_a_container_command_gets_its_own_copy_of_each_channel(tmp_path):
+    """As on SageMaker: SDK v3's sm_train.sh chmods a file of its sm_drivers channel; no host may change another's."""
+    src = _data(tmp_path)
+    hosts = _hosts(tmp_path)
+    _prepare(hosts, ["sm_drivers"])
+    plan = tiny_plan(channels={"sm_drivers": f"file://{src}"}).model_copy(update={"launcher": "container_command"})
+    stage_channels(plan, hosts, tmp_path / "staging")
+    first, second = (paths.channel_dir("sm_drivers") for paths in hosts.values())
+    assert not first.is_symlink() and (first / "sub" / "d.txt").read_text() == "sub/d.txt"
+    (first / "a.txt").chmod(0o755)
+    (first / "a.txt").write_text("changed on algo-1")
+    assert (second / "a.txt").read_text() == "a.txt" and (src / "a.txt").read_text() == "a.txt"

@@ -113,6 +113,18 @@ class DockerPlacement:
                    **env}
         return HostLaunch(h, argv, cli_env, start.cwd)
 
+    def process_root(self, host: str) -> int | None:
+        """The host's container's first process as this machine sees it, for its system metrics (the supervisor
+        only knows the docker client); None until the container runs."""
+        name = self.containers.get(host)
+        if not name:
+            return None
+        try:
+            out = _docker("inspect", "--format", "{{.State.Pid}}", name, check=False).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired, EngineUnavailable):
+            return None
+        return int(out) if out.isdigit() and int(out) > 0 else None
+
     def dry_start(self, host: str, argv: list[str]) -> list[str]:
         root = argv[argv.index("--root") + 1]
         return self._run_argv(host, f"smdist-<job id>-{host}", "smdist-<job id>", "<job id>", root,

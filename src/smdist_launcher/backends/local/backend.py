@@ -10,10 +10,11 @@ import signal
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field
 
 from ..api import DryRun, Emit, JobHandle, JobState, JobStatus, Submission, validated_options
 from ..toolkit import folder_jobs
+from ..toolkit.fault_options import FaultOptions
 from ..toolkit.faults import check_targets, parse_fault
 from ..toolkit.staging import with_model_channel
 from .placement import Placement, ProcessPlacement, runtime_command
@@ -21,20 +22,9 @@ from .placement import Placement, ProcessPlacement, runtime_command
 JOB_FOLDER = "<jobs folder>/{job}"
 
 
-class LocalOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class LocalOptions(FaultOptions):
     grace: float = Field(default=5.0, gt=0, le=600,
                          description="seconds a host gets to exit after SIGTERM before SIGKILL")
-    inject: list[str] = Field(default_factory=list, description="faults to rehearse: FAULT@SECONDS (kill-host:algo-N, "
-                                                                "kill-rank:R, hang-rank:R, preempt)")
-
-    @field_validator("inject")
-    @classmethod
-    def _faults(cls, values: list[str]) -> list[str]:
-        for value in values:
-            parse_fault(value)  # ValueError saying what is allowed
-        return values
 
 
 class ProcessOptions(LocalOptions):

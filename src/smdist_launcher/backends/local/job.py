@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ...container.hang_detector import Hang, HangDetector, resume_warning
+from ...container.hang_watch import hang_message
+from ...container.host_resilience import RESILIENCE_ENV
 from ...container.stack_dumps import STACKS_ON_STOP_ENV, rank_pids
 from ...contract import MLPaths, write_host_config
 from ...errors import JobFailedError
@@ -28,6 +30,7 @@ from ..toolkit import records
 from ..toolkit.diagnosis import describe_failure, describe_stop, early_exits, failure_cause, read_failures, stop_reason
 from ..toolkit.faults import Fault
 from ..toolkit.job_console import JobConsole, console_for
+from ..toolkit.job_metrics import MetricsSettings, job_recorder, sampled_hosts
 from ..toolkit.jobdir import JobDir, jobs_root as resolve_jobs_root
 from ..toolkit.log_mux import LogMux
 from ..toolkit.outputs import checkpoint_dir, collect_outputs, restore_checkpoints, save_checkpoints
@@ -50,7 +53,7 @@ class LocalJob:
     def __init__(self, plan: LaunchPlan, job_dir: JobDir, *, logs: Any = True, grace: float = 5.0,
                  environ: dict[str, str] | None = None, code: LocalCode | None = None,
                  placement: Placement | None = None, resilience: ResiliencePlan | None = None,
-                 faults: list[Fault] | None = None) -> None:
+                 faults: list[Fault] | None = None, metrics: MetricsSettings | None = None) -> None:
         self.plan = plan
         self.placement: Placement = placement or ProcessPlacement()
         self.code = code
@@ -86,6 +89,9 @@ class LocalJob:
         self._attempt_live = False  # hosts of the current attempt run and nothing has ended it yet
         self._host_paths: dict[str, MLPaths] = {}
         self._failure: tuple[str, str] | None = None  # the last failed attempt's (reason, diagnosis)
+        self._attempt_times: dict[str, float] = {}
+        # metric_definitions over every rank line, each host's system samples: <job>/metrics.jsonl
+        self.metrics = job_recorder(job_dir.root, metrics or MetricsSettings(), on_progress=self._show_progress)
         job_dir.plan_file.write_text(plan.to_json())
         self._save()
         _finish_interrupted_jobs(job_dir.root.parent)
@@ -180,6 +186,7 @@ class LocalJob:
                 scrub_host_secrets(paths)
             if self._tmp_root is not None:
                 shutil.rmtree(self._tmp_root, ignore_errors=True)
+            self.metrics.close()
             self.console.close()
 
     def _stop_supervisor(self) -> None:
@@ -189,6 +196,7 @@ class LocalJob:
     def _attempt(self) -> tuple[Outcome, dict[str, MLPaths]]:
         """One attempt: stage the hosts, start them, wait for the end. Logs append to the job's host logs."""
         self._attempt_no += 1
+        self._attempt_times = {"started": time.time()}
         self._detector = None
         self._hang = None
         self._interrupted_by = None
@@ -215,9 +223,15 @@ class LocalJob:
             self.record.hosts = {h: {**self.record.hosts.get(h, {}), "pid": p.pid}
                                  for h, p in supervisor.procs.items()}
             self._phase("running", self._running_detail())
+            self._attempt_times["running"] = time.time()
             self._attempt_live = True
+            self.metrics.start_sampling(sampled_hosts({h: p.pid for h, p in supervisor.procs.items()},
+                                                      {h: p.root for h, p in hosts.items()},
+                                                      {h: self.record.hosts[h].get("gpus", []) for h in hosts},
+                                                      locate=getattr(self.placement, "process_root", None)))
             outcome = supervisor.wait()
         finally:
+            self.metrics.stop_sampling()
             self._attempt_live = False  # a fault due now waits for the next attempt
             mux.close()
         return outcome, hosts
@@ -241,9 +255,7 @@ class LocalJob:
         reason = outcome.reason
         if self._hang is not None:
             hang = self._hang
-            reason = stop_reason(f"hang: no line matched log monitor {hang.monitor!r} for {hang.silent_for_s:.0f} s "
-                                 f"(quietest: rank(s) {', '.join(map(str, hang.stuck_ranks)) or 'unknown'})",
-                                 outcome.stacks)
+            reason = stop_reason(hang_message(hang), outcome.stacks)
         elif cause is Cause.PREEMPTED:
             reason = "preempted: every host got SIGTERM, as on a spot interruption"
         elif outcome.status == records.FAILED:
@@ -255,6 +267,9 @@ class LocalJob:
         entry: dict[str, Any] = {"attempt": self._attempt_no, "cause": cause.value, "reason": reason or None,
                                  "decision": decision.action, "why": decision.why,
                                  "restored_checkpoints": self._restored,
+                                 # wall-clock times: staging began, the hosts were started, the attempt ended
+                                 **{k: round(v, 3) for k, v in self._attempt_times.items()},
+                                 "ended": round(time.time(), 3),
                                  "first_steps": self._detector.first_steps() if self._detector else {}}
         warning = None
         for step in entry["first_steps"].values():
@@ -326,6 +341,7 @@ class LocalJob:
         self._schedule_faults()
 
     def _rank_line(self, host: str, rank: int | None, text: str) -> None:
+        self.metrics.line(host, rank, text)
         detector = self._detector
         if detector is not None:
             detector.line(rank, text, time.monotonic())
@@ -336,6 +352,12 @@ class LocalJob:
             detector, supervisor = self._detector, self._supervisor
             if detector is None or supervisor is None or self.record.phase != "running":
                 continue
+            laggards = detector.all_stragglers()
+            if laggards != self.record.backend_info.get("stragglers", {}):
+                self.record.backend_info["stragglers"] = laggards
+                for monitor, ranks in laggards.items():
+                    self.console.note(f"stragglers ({monitor}): rank(s) {', '.join(map(str, ranks))} far behind")
+                self._save()
             hang = detector.check(time.monotonic())
             if hang is not None and self._hang is None:
                 self._hang = hang
@@ -382,6 +404,9 @@ class LocalJob:
             env["TMPDIR"] = str(self._tmp_root)
             env[STACKS_ON_STOP_ENV] = "0"  # the supervisor asks the ranks where they are stuck before it stops them
             env[ATTEMPT_ENV] = str(self._attempt_no)  # which attempt this is (1 for the first), for the script
+            host_resilience = self.resilience.for_hosts(watch_logs=False)  # this loop watches the logs itself
+            if host_resilience.active:
+                env[RESILIENCE_ENV] = host_resilience.encode()
             argv = runtime_command(sys.executable, host_roots[h], h, str(hosts[h].plan_file))
             launches.append(placement.launch(self, HostStart(h, hosts[h], env, self.dir.host_dir(h), argv)))
         self._save()
@@ -426,8 +451,14 @@ class LocalJob:
         return dump_stacks(self.job_id, {h: p.run_dir / "stacks" for h, p in hosts.items()}, rank_hosts)
 
     def _running_detail(self) -> str:
+        progress = self.metrics.progress()
         return (f"{len(self.plan.hosts)}/{len(self.plan.hosts)} hosts up, "
-                f"{self._ranks_up}/{self.plan.world_size} ranks seen")
+                f"{self._ranks_up}/{self.plan.world_size} ranks seen{'; ' + progress if progress else ''}")
+
+    def _show_progress(self) -> None:
+        """A new metric value or step (at most once a second): the status line shows it."""
+        if self.record.phase == "running":
+            self.console.status(f"{self.job_name}: running — {self._running_detail()}")
 
     def _rank_up(self, rank: int) -> None:
         self._ranks_up += 1
@@ -515,8 +546,10 @@ def run_job(job: Submission | LaunchPlan, *, wait: bool = True, logs: Any = True
     plan, code = prepare_local_run(job)
     job_dir = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
     resilience = resilience_of(submission_of(job).settings)
+    submission = submission_of(job)
+    metrics = MetricsSettings(submission.metric_definitions, submission.step_patterns)
     local = LocalJob(plan, job_dir, logs=logs, grace=grace, code=code, placement=placement, resilience=resilience,
-                     faults=faults)
+                     faults=faults, metrics=metrics)
     if wait:
         return local.wait()
     local.start_in_background()

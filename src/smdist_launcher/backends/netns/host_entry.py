@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", required=True)
     parser.add_argument("--addresses", required=True, help="JSON {host: address}")
     parser.add_argument("--scratch", required=True)
+    parser.add_argument("--container-command", metavar="JOB_KEY",
+                        help="a container-command job's host (netns/container_host.py); the job's ssh key")
+    parser.add_argument("--keep", action="append", default=[], help="a folder that stays visible under a private /tmp")
     args = parser.parse_args(args_in[:cut])
     command = args_in[cut + 1:]
     isolation = isolate_host(args.host, args.root, addresses=json.loads(args.addresses), scratch=args.scratch)
@@ -59,6 +62,17 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"[{args.host}] netns host set-up failed: a private /run for sshd: {e}", file=sys.stderr, flush=True)
         return 1
+    if args.container_command:
+        from pathlib import Path
+
+        from .container_host import set_up
+
+        try:
+            set_up(Path(args.container_command), args.keep, args.scratch)
+        except OSError as e:
+            print(f"[{args.host}] netns host set-up failed: a container's /tmp, /etc/environment, ~/.ssh: {e}",
+                  file=sys.stderr, flush=True)
+            return 1
     command = runtime_argv(command, args.root, CONTAINER_ROOT)
     os.execv(command[0], command)
     return 1  # not reached

@@ -86,6 +86,11 @@ class NetnsPlacement:
         env["TMPDIR"] = str(scratch)
         argv = self._wrap(start.host, str(namespace_path(self.network.hosts[start.host])), str(start.paths.root),
                           self._addresses, str(scratch), start.argv)
+        if job.plan.launcher == "container_command":  # the container parts SDK v3's drivers use (container_host.py)
+            extra = ["--container-command", str(self._key), "--keep", str(job.dir.root),
+                     "--keep", os.path.dirname(os.path.dirname(sys.executable))]
+            cut = argv.index("--")
+            argv = [*argv[:cut], *extra, *argv[cut:]]
         return HostLaunch(start.host, argv, env, start.cwd)
 
     def dry_start(self, host: str, argv: list[str]) -> list[str]:

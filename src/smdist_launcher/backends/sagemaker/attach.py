@@ -87,6 +87,8 @@ def attached_arguments(description: dict[str, Any]) -> dict[str, Any]:
         "max_wait": (description.get("StoppingCondition") or {}).get("MaxWaitTimeInSeconds"),
         "checkpoint_s3_uri": (description.get("CheckpointConfig") or {}).get("S3Uri"),
         "checkpoint_local_path": (description.get("CheckpointConfig") or {}).get("LocalPath"),
+        # the regexes the job's metrics come from (serve runs them on the local job; attach keeps them, as the SDK's)
+        "metric_definitions": (description.get("AlgorithmSpecification") or {}).get("MetricDefinitions"),
     }
     if resources.get("InstanceGroups"):
         args["instance_groups"] = [{"instance_group_name": g["InstanceGroupName"], "instance_type": g["InstanceType"],

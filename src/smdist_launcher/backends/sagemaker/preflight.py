@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from ...container.host_resilience import RESILIENCE_ENV
 from ...errors import ErrorItem, ValidationError
 from ...jobspec.catalog import is_local, lookup
 from ...jobspec.error_items import item, join_path, show
@@ -10,6 +11,7 @@ from ...jobspec.estimator_args import EstimatorArgs
 from ...jobspec.image_catalog import NoImage
 from ...plan.model import LaunchPlan
 from .images import default_image_uri, image_instance_type
+from .request import resilience_environment
 
 # CreateTrainingJob limits (API reference): exceeding them fails the call after the code upload.
 MAX_HYPERPARAMETERS = 100
@@ -124,10 +126,19 @@ def _resilience(args: EstimatorArgs) -> list[ErrorItem]:
         found.append(item("resilience.retry_on", "SageMaker decides itself which failures its RetryStrategy "
                                                  "retries (max_retry_attempts); remove retry_on for SageMaker jobs",
                           r.retry_on))
-    if r.log_monitoring:
-        found.append(item("resilience.log_monitoring", "SageMaker has no log monitoring; it runs on the process, "
-                                                       "netns and docker backends and smdist serve; remove it for "
-                                                       "SageMaker jobs (max_run still ends a hung job)"))
+    ours = ("needs smdist-train in the container (our image, docker/: it restarts ranks and watches their lines "
+            "itself); a stock SageMaker image ignores it. Pass image_uri of the smdist image, or remove it")
+    if r.log_monitoring and not args.image_uri:
+        found.append(item("resilience.log_monitoring", f"SageMaker has no log monitoring: it {ours} "
+                                                       "(max_run still ends a hung job)"))
+    if r.process_restarts and not args.image_uri:
+        found.append(item("resilience.process_restarts", f"SageMaker restarts whole jobs only: process restarts "
+                                                         f"{ours}", r.process_restarts))
+    encoded = resilience_environment(args).get(RESILIENCE_ENV, "")
+    if len(encoded) > MAX_ENVIRONMENT_VALUE:
+        found.append(item("resilience.log_monitoring", f"travels to the container as one Environment value of "
+                                                       f"{len(encoded)} characters; SageMaker allows "
+                                                       f"{MAX_ENVIRONMENT_VALUE}: use fewer or shorter patterns"))
     return found
 
 

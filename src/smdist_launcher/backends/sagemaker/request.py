@@ -10,11 +10,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ...container.host_resilience import RESILIENCE_ENV
 from ...contract.config_files import MODEL_CONTENT_TYPE
 from ...jobspec.catalog import lookup
 from ...jobspec.estimator_args import EstimatorArgs
 from ...jobspec.rules.arguments import DEFAULT_MAX_RUN
 from ...plan.model import REDACTED, Channel, LaunchPlan, is_secret_key
+from ..toolkit.resilience_plan import resilience_of
 from .images import default_image_uri, image_instance_type
 from .locations import SUBMIT_ARCHIVE, default_bucket, output_path, role_arn, submit_uri
 
@@ -54,6 +56,13 @@ def target_for(plan: LaunchPlan, args: EstimatorArgs, *, region: str, account: s
         code = submit_uri(plan.job_name, code_location=args.code_location, output=output)
     return JobTarget(region=region, role_arn=role or role_arn(args.role, account, partition), output_path=output,
                      submit_uri=code)
+
+
+def resilience_environment(args: EstimatorArgs) -> dict[str, str]:
+    """resilience.process_restarts / log_monitoring for smdist-train in our image (it restarts ranks and watches
+    their lines itself on SageMaker; preflight refuses them for images that do not run it)."""
+    host = resilience_of(args).for_hosts(watch_logs=True)
+    return {RESILIENCE_ENV: host.encode()} if host.active else {}
 
 
 def image_uri(plan: LaunchPlan, args: EstimatorArgs, region: str) -> str:
@@ -200,7 +209,7 @@ def build_request(plan: LaunchPlan, args: EstimatorArgs, target: JobTarget) -> d
         "OutputDataConfig": output,
         "ResourceConfig": _resource_config(plan, args),
         "StoppingCondition": stopping,
-        "Environment": {**plan.environment, **LAUNCHER_ENV},
+        "Environment": {**plan.environment, **LAUNCHER_ENV, **resilience_environment(args)},
         **_optional(args),
     }
     if not request["InputDataConfig"]:

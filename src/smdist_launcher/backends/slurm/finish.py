@@ -1,7 +1,8 @@
 """Closing a Slurm job: outputs packed and delivered, the first failure named, the job record finalised.
 
-Whoever sees the end first does it, once (a lock file in the job folder): the batch script right after its srun
-step (so a `--no-wait` job is complete without anyone watching), or, when Slurm ended the script itself
+Before that, the batch script's call runs the job's further attempts when the restart policy says so
+(attempts.py). Whoever sees the end first does it, once (a lock file in the job folder): the batch script right
+after its srun step (so a `--no-wait` job is complete without anyone watching), or, when Slurm ended the script itself
 (scancel, time limit), the waiting launcher or the next `smdist status/jobs`. Run as
 `python -m smdist_launcher.backends.slurm.finish JOB_DIR EXIT_CODE` by the batch script."""
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..toolkit import records
 from ..toolkit.diagnosis import describe_failure, describe_stop
 from ..toolkit.jobdir import JobDir
 from ..toolkit.outputs import collect_outputs, save_checkpoints
+from .attempts import SlurmAttempts, first_exit
 
 _LOCK = ".finishing"
 
@@ -51,7 +53,7 @@ def finalize(job: JobDir, status: str, reason: str = "") -> records.JobRecord:
     diagnosis = reason
     if status == records.FAILED and not reason.startswith("uploading"):
         reason, diagnosis = describe_failure({h: p.failure_json_file for h, p in hosts.items()},
-                                             logs, None)
+                                             logs, first_exit(job))
     elif status in (records.STOPPED, records.MAX_RUNTIME_EXCEEDED):
         diagnosis = describe_stop(reason, logs)
     record.backend_info = {**record.backend_info, "diagnosis": diagnosis}
@@ -63,6 +65,7 @@ def finalize(job: JobDir, status: str, reason: str = "") -> records.JobRecord:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     job, code = JobDir(Path(args[0])), int(args[1])
+    code, _ = SlurmAttempts(job).run(code)  # the restart policy may run more attempts in this allocation first
     status = records.COMPLETED if code == 0 else records.FAILED
     finalize(job, status, "" if code == 0 else f"the srun step exited with code {code}")
     return code

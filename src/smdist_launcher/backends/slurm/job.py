@@ -12,19 +12,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...container.host_resilience import RESILIENCE_ENV
 from ...contract import MLPaths, write_host_config
 from ...contract.config_files import hyperparameters_for
 from ...contract.secrets import SECRET_HPS_ENV, encode_secret_env, is_secret_key, secret_hyperparameters
-from ...errors import JobFailedError
+from ...errors import ErrorItem, JobFailedError, ValidationError
 from ...plan.model import LaunchPlan
 from ..api import JobHandle, Submission
 from ..toolkit import records
+from ..toolkit.faults import check_targets, parse_fault
 from ..toolkit.job_console import JobConsole, console_for
+from ..toolkit.job_metrics import MetricsSettings
 from ..toolkit.jobdir import JobDir, jobs_root as resolve_jobs_root
 from ..toolkit.outputs import restore_checkpoints
+from ..toolkit.resilience_plan import resilience_of
 from ..toolkit.staging import prepare_local_run, stage_channels, stage_code, submission_of
 from . import scheduler
+from .attempts import save_resilience
 from .finish import finalize
+from .node_faults import save_faults
 from .options import SlurmOptions
 from .script import sbatch_script
 
@@ -211,9 +217,16 @@ def submit_slurm_job(submission: Submission | LaunchPlan, options: SlurmOptions 
     """Stage the job folder (it must be on a path every node shares) and sbatch the plan's script."""
     options = options or SlurmOptions()
     script = sbatch_script(submission_of(submission).plan, options)  # before anything is written: bad options fail
+    faults = sorted((parse_fault(f) for f in options.inject), key=lambda f: f.at_s)
+    bad = check_targets(faults, submission_of(submission).plan.host_names, submission_of(submission).plan.world_size)
+    if bad:
+        raise ValidationError([ErrorItem("slurm.inject", p) for p in bad])
+    resilience = resilience_of(submission_of(submission).settings)
     plan, code = prepare_local_run(submission)
     job = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
     job.plan_file.write_text(plan.to_json())
+    sub = submission_of(submission)  # what each node's metrics recorder applies (node.py reads it there)
+    MetricsSettings(sub.metric_definitions, sub.step_patterns).save(job.root)
     record = records.JobRecord(job_name=plan.job_name, job_id=f"{plan.job_name}-slurm", job_dir=str(job.root),
                                plan=plan.to_dict(), backend="slurm", launcher_pid=0)  # no launcher: Slurm runs it
     record.enter_phase("staging")
@@ -229,7 +242,13 @@ def submit_slurm_job(submission: Submission | LaunchPlan, options: SlurmOptions 
         slurm_dir = job.root / "slurm"
         slurm_dir.mkdir(exist_ok=True)
         (slurm_dir / "job.sbatch").write_text(script)
+        save_resilience(job, resilience)
+        save_faults(job, [str(f) for f in faults])
         env = submission_environment(plan, dict(os.environ if environ is None else environ), job)
+        # the nodes' runtimes restart ranks in place and watch the logs themselves: no launcher sees the lines live
+        host_resilience = resilience.for_hosts(watch_logs=True)
+        if host_resilience.active:
+            env[RESILIENCE_ENV] = host_resilience.encode()
         slurm_id = scheduler.submit(script, [f"--chdir={job.root}", f"--output={slurm_dir}/batch-%j.out",
                                              "--export=ALL"], env)
     except BaseException as exc:

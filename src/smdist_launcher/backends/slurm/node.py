@@ -8,24 +8,30 @@ of container/rsh_server.py), not through Slurm's launcher, so every rank sees it
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from ...contract import write_host_config
+from ...contract import MLPaths, write_host_config
 from ...contract.secrets import REDACTED, SECRET_HPS_ENV
 from ...plan.model import LaunchPlan
 from ..local.host_environment import host_environment
 from ..local.localize import with_master_port
 from ..toolkit.job_console import SilentConsole
+from ..toolkit.job_metrics import MetricsSettings, job_recorder, sampled_hosts
 from ..toolkit.jobdir import JobDir
 from ..toolkit.log_mux import LogMux
 from ..toolkit.outputs import checkpoint_dir
 from ..toolkit.records import JobRecord
+from ..toolkit.resilience_plan import ATTEMPT_ENV
+from .attempts import EXITS_DIR
+from .node_faults import NodeFaults
 
 # Ports 20000-39999: every node derives the same one from the Slurm job id, and jobs sharing nodes differ.
 _PORT_BASE, _PORT_SPAN = 20000, 20000
@@ -83,9 +89,18 @@ def host_launch(job: JobDir, node_id: int, nodes: list[str], slurm_job_id: str,
     if SECRET_HPS_ENV in environ:
         env[SECRET_HPS_ENV] = environ[SECRET_HPS_ENV]
     env["SMDIST_SLURM_JOB_ID"] = slurm_job_id
+    env[ATTEMPT_ENV] = str(len(record.attempts) + 1)  # the attempt loop (attempts.py) records each one it ends
     argv = [sys.executable, "-m", "smdist_launcher.container", "--root", str(paths.root), "--host", host,
             "--plan", str(paths.plan_file), "--no-install"]
     return argv, env, host
+
+
+def record_exit(job: JobDir, host: str, code: int) -> None:
+    """How this node's runtime ended, for the attempt loop: a runtime killed outright (no failure.json) is a lost
+    host, and the first one to go is the cause (attempts.py)."""
+    exits = job.root / EXITS_DIR
+    exits.mkdir(parents=True, exist_ok=True)
+    (exits / f"{host}.json").write_text(json.dumps({"host": host, "code": code, "time": time.time()}))
 
 
 def _plan_hosts(job: JobDir) -> list[str]:
@@ -108,9 +123,18 @@ def main(argv: list[str] | None = None) -> int:
     env["TMPDIR"] = tmp
     # Every node files its lines into the job's logs/<host>.log by their prefix, as the local backend does
     # (mpirun relays algo-2's ranks through algo-1): `smdist logs` reads them, a waiting launcher follows them.
-    mux = LogMux({h: job.log_file(h) for h in _plan_hosts(job)}, SilentConsole())
+    # The node's metrics (metric_definitions over its lines, its system samples) go to metrics.<host>.jsonl of
+    # the job folder: the definitions came in the job folder, so the sbatch script is the same for every job.
+    metrics = job_recorder(job.root, MetricsSettings.load(job.root), host=host)
+    plan = LaunchPlan.from_json(job.plan_file.read_text())
+    faults = NodeFaults(job, host, {r: h.name for h in plan.hosts for r in h.ranks},
+                        MLPaths(job.host_root(host)).run_dir / "stacks",
+                        lambda text: mux.on_line(host, f"[{host}] {text}\n".encode()))
+    mux = LogMux({h: job.log_file(h) for h in _plan_hosts(job)}, SilentConsole(), on_rank_line=metrics.line,
+                 on_new_rank=lambda _rank: faults.rank_up(proc))
     proc = subprocess.Popen(run_argv, env=env, cwd=str(job.host_dir(host)), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    metrics.start_sampling(sampled_hosts({host: proc.pid}, {host: job.host_root(host)}, {host: _gpus() or []}))
 
     # Forward srun's SIGTERM/SIGINT (scancel, --kill-on-bad-exit) to the runtime, which stops its ranks.
     def forward(signum: int, _frame: object) -> None:
@@ -123,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
         for line in iter(proc.stdout.readline, b""):
             mux.on_line(host, line)
         code = proc.wait()
+        record_exit(job, host, code)
     finally:
+        faults.cancel()
+        metrics.close()
         mux.close()
         shutil.rmtree(tmp, ignore_errors=True)
     return code if code >= 0 else 128 - code

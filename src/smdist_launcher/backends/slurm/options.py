@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from typing import cast
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from ..toolkit.fault_options import FaultOptions
 
 # sbatch --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (man sbatch).
 _TIME = re.compile(r"^(\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+|\d+-\d+:\d{2}|\d+-\d+:\d{2}:\d{2})$")
@@ -13,8 +15,8 @@ _TIME = re.compile(r"^(\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+|\d+-\d+:\d{2}|\d+-\
 _NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
 
 
-class SlurmOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class SlurmOptions(FaultOptions):
+    """`inject` (FaultOptions): fired by each node on itself (node_faults.py): only a node reaches its processes."""
 
     partition: str | None = Field(default=None, description="sbatch --partition")
     account: str | None = Field(default=None, description="sbatch --account")

@@ -69,14 +69,17 @@ def _groups_note(plan: LaunchPlan) -> str:
             "every node gets the resources of the distribution's group.\n")
 
 
+def srun_argv(plan: LaunchPlan) -> list[str]:
+    """The job step that runs every node's host: the script's first attempt, and each later one (attempts.py)."""
+    return ["srun", f"--nodes={plan.instance_count}", f"--ntasks={plan.instance_count}", "--ntasks-per-node=1",
+            # one failing host ends the step on every node (SIGTERM, then SIGKILL after KillWait)
+            "--kill-on-bad-exit=1", "--unbuffered"]
+
+
 def sbatch_script(plan: LaunchPlan, options: SlurmOptions | None = None) -> str:
     options = options or SlurmOptions()
     directives = "\n".join(f"#SBATCH {d}" for d in sbatch_directives(plan, options))
-    srun = shlex.join([
-        "srun", f"--nodes={plan.instance_count}", f"--ntasks={plan.instance_count}", "--ntasks-per-node=1",
-        # one failing host ends the step on every node (SIGTERM, then SIGKILL after KillWait)
-        "--kill-on-bad-exit=1", "--unbuffered",
-    ])
+    srun = shlex.join(srun_argv(plan))
     return f"""#!/bin/bash
 # Slurm batch script for smdist job {plan.job_name}: {plan.instance_count} host(s) x {plan.processes_per_host} \
 process(es), {plan.strategy} ({plan.launcher}). Generated from the launch plan by smdist-launcher.

@@ -40,6 +40,8 @@ def failure_cause(failure_files: dict[str, Path], first_exit: HostExit | None) -
         return Cause.HOST_LOST  # its runtime was killed outright: the machine (container, namespace) is gone
     if first is None:
         return Cause.SCRIPT_ERROR
+    if first.get("cause") == "hang":  # a host's own log monitoring (container/hang_watch.py)
+        return Cause.HANG
     last = "\n".join((first.get("traceback") or [])[-3:]).lower()  # the exception line(s) of the traceback
     if any(word in last for word in _TIMEOUT_WORDS):
         return Cause.TIMEOUT
@@ -111,6 +113,8 @@ def describe_failure(failure_files: dict[str, Path], log_files: dict[str, Path],
         code = first.get("exit_code")
         sig = f" ({first['signal']})" if first.get("signal") else ""
         reason = f"{_who(host, rank)} failed first with exit code {code}{sig}"
+        if first.get("cause") == "hang" and first.get("traceback"):
+            reason = f"{first['traceback'][0]} on {host}"
         lines = list(first.get("traceback") or [])[-TRACEBACK_LINES:]
         log = log_files.get(host) or log_files.get(str(first.get("reported_by")))
     else:

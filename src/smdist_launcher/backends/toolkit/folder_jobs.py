@@ -33,7 +33,8 @@ def status_of(record: JobRecord, backend: str) -> JobStatus:
              for name, info in (record.hosts or {}).items()]
     return JobStatus(job_name=record.job_name, backend=backend, state=JobState.of(record.status), phase=record.phase,
                      reason=record.failure_reason, model_data=record.model_data, created=record.created,
-                     ended=record.ended, hosts=hosts, attempts=list(record.attempts))
+                     ended=record.ended, hosts=hosts, attempts=list(record.attempts),
+                     stragglers=dict(record.backend_info.get("stragglers") or {}))
 
 
 def write_stdout(text: str) -> None:

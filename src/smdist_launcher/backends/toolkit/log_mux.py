@@ -63,6 +63,14 @@ class LogMux:
             self._files.clear()
 
 
+def split_prefix(text: str) -> tuple[str | None, int | None, str]:
+    """(host, rank, the line without its prefix) of a logged line; (None, None, text) without a prefix."""
+    match = _PREFIX.match(text)
+    if match is None:
+        return None, None, text
+    return match["host"], int(match["rank"]) if match["rank"] is not None else None, text[match.end():]
+
+
 def tail(path: Path, lines: int = 20) -> list[str]:
     """The last lines of a log file (small files: read whole)."""
     try:

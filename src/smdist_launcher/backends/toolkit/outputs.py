@@ -12,6 +12,7 @@ import tarfile
 from pathlib import Path
 
 from ...contract import MLPaths
+from ...metrics.store import STORE_FILE, read_points, store_files
 from ...plan.model import LaunchPlan
 from ..storage import s3 as s3io
 from ..storage.locations import Location, parse_location
@@ -66,7 +67,19 @@ def collect_outputs(plan: LaunchPlan, hosts: dict[str, MLPaths], job_output_dir:
         model_data = deliver(model_tar, dest)
     if pack_merged([p.output_data_dir for p in hosts.values()], output_tar):
         output_data = deliver(output_tar, dest)
+    deliver_metrics(job_output_dir.parent, job_output_dir, dest)
     return model_data, output_data
+
+
+def deliver_metrics(job_root: Path, job_output_dir: Path, dest: Location) -> str | None:
+    """The job's metrics store (every host's file merged, oldest point first) as metrics.jsonl next to
+    output.tar.gz; None when the job recorded no metrics."""
+    if not store_files(job_root):
+        return None
+    merged = job_output_dir / STORE_FILE
+    merged.parent.mkdir(parents=True, exist_ok=True)
+    merged.write_text("".join(p.to_json() + "\n" for p in read_points(job_root)), encoding="utf-8")
+    return deliver(merged, dest)
 
 
 # ---- checkpoints --------------------------------------------------------------------------------

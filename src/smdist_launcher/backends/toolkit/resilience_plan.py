@@ -1,10 +1,12 @@
 """What a job's attempts follow, read once from its submission: every backend that retries uses this."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...container.hang_detector import Monitor
+from ...container.host_resilience import HostResilience
 
 # The attempt a host runs (1 for the first): the script may read it, e.g. to log a resumption.
 ATTEMPT_ENV = "SMDIST_ATTEMPT"
@@ -16,6 +18,23 @@ class ResiliencePlan:
     retry_on: str = "curable"
     use_spot: bool = False
     monitors: list[Monitor] = field(default_factory=list)
+    process_restarts: int = 0       # the hosts' runtimes restart their ranks in place this often
+
+    def to_json(self) -> str:
+        """For backends whose attempt loop runs elsewhere (Slurm's batch script reads it from the job folder)."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ResiliencePlan:
+        raw = json.loads(text)
+        return cls(max_attempts=int(raw["max_attempts"]), retry_on=str(raw["retry_on"]), use_spot=bool(raw["use_spot"]),
+                   monitors=[Monitor(**m) for m in raw.get("monitors") or []],
+                   process_restarts=int(raw.get("process_restarts") or 0))
+
+    def for_hosts(self, *, watch_logs: bool) -> HostResilience:
+        """What each host's runtime does itself: process restarts always; log monitoring only where the launcher
+        cannot watch the ranks' lines (watch_logs: Slurm, SageMaker with our image)."""
+        return HostResilience(self.process_restarts, list(self.monitors) if watch_logs else [])
 
 
 def resilience_of(settings: Any) -> ResiliencePlan:
@@ -27,4 +46,4 @@ def resilience_of(settings: Any) -> ResiliencePlan:
                 for m in (r.log_monitoring if r else [])]
     return ResiliencePlan(max_attempts=settings.max_retry_attempts or 1, retry_on=r.retry_on if r else "curable",
                           use_spot=bool(settings.use_spot_instances),
-                          monitors=monitors)
+                          monitors=monitors, process_restarts=r.process_restarts if r else 0)

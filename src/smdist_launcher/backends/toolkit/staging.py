@@ -25,15 +25,30 @@ from ..toolkit.source_tree import check_source_links
 _CODE_IGNORE = ("__pycache__", "*.pyc", ".git", ".hg", ".svn", ".smdist", ".venv", ".mypy_cache", ".pytest_cache")
 
 
+# A container command may change its channels (SDK v3's sm_train.sh chmods a file of its sm_drivers channel), as it
+# may on SageMaker, where each host has its own copy: such jobs get copies, not links to one shared (read-only) folder.
+_OWN_COPIES_LAUNCHERS = ("container_command",)
+
+
 def stage_channels(plan: LaunchPlan, hosts: dict[str, MLPaths], staging_dir: Path) -> None:
     names = list(hosts)
+    copies = plan.launcher in _OWN_COPIES_LAUNCHERS
     for name, channel in plan.channels.items():
         loc = parse_location(channel.uri, field=f"inputs.{name}")
         dests = {h: hosts[h].channel_dir(name) for h in names}
         if loc.is_s3:
-            _stage_s3(name, channel, loc, dests, staging_dir)
+            _stage_s3(name, channel, loc, dests, staging_dir, copies)
         else:
-            _stage_local(name, channel, loc, dests)
+            _stage_local(name, channel, loc, dests, copies)
+
+
+def _link_or_copy(dest: Path, src: Path, copies: bool) -> None:
+    """`dest` (an empty channel folder) as `src`: a link to it, or with `copies` a copy of its own."""
+    _remove_empty(dest)
+    if copies:
+        shutil.copytree(src, dest, symlinks=False)
+    else:
+        dest.symlink_to(src, target_is_directory=True)
 
 
 def _shard(items: list, index: int, count: int) -> list:
@@ -41,7 +56,7 @@ def _shard(items: list, index: int, count: int) -> list:
     return items[index::count]
 
 
-def _stage_local(name: str, channel: Channel, loc: Location, dests: dict[str, Path]) -> None:
+def _stage_local(name: str, channel: Channel, loc: Location, dests: dict[str, Path], copies: bool = False) -> None:
     assert loc.path is not None
     src = loc.path
     if not src.exists():
@@ -53,8 +68,7 @@ def _stage_local(name: str, channel: Channel, loc: Location, dests: dict[str, Pa
         return
     if channel.distribution == "FullyReplicated":
         for dest in dests.values():
-            _remove_empty(dest)
-            dest.symlink_to(src, target_is_directory=True)
+            _link_or_copy(dest, src, copies)
         return
     files = sorted(p for p in src.rglob("*") if p.is_file())
     for i, dest in enumerate(dests.values()):
@@ -65,7 +79,8 @@ def _stage_local(name: str, channel: Channel, loc: Location, dests: dict[str, Pa
             target.symlink_to(f)
 
 
-def _stage_s3(name: str, channel: Channel, loc: Location, dests: dict[str, Path], staging_dir: Path) -> None:
+def _stage_s3(name: str, channel: Channel, loc: Location, dests: dict[str, Path], staging_dir: Path,
+              copies: bool = False) -> None:
     s3 = s3io.client()
     objects = s3io.list_objects(s3, loc)
     if not objects:
@@ -79,8 +94,7 @@ def _stage_s3(name: str, channel: Channel, loc: Location, dests: dict[str, Path]
     shared.mkdir(parents=True, exist_ok=True)
     s3io.download(s3, loc, objects, shared)
     for dest in dests.values():
-        _remove_empty(dest)
-        dest.symlink_to(shared, target_is_directory=True)
+        _link_or_copy(dest, shared, copies)
 
 
 def _remove_empty(path: Path) -> None:

@@ -53,9 +53,34 @@ def _smdistributed(ctx: RuleContext) -> Iterator[ErrorItem]:
                    info.instance_type)
 
 
+# Launchers that restart their ranks in place: torchrun on one host (--max-restarts), and a lone process per host
+# (its host's runtime starts it again). mpirun's ranks span hosts through orteds that end with it, and torchrun's
+# static rendezvous across hosts cannot restart (each host's agent would restart alone and read the last round's
+# peer addresses): there only a whole-job restart helps.
+_TORCHRUN = ("torch_distributed", "smp_v2")
+
+
+def _process_restarts(ctx: RuleContext) -> Iterator[ErrorItem]:
+    r = ctx.args.resilience
+    strategy = ctx.launch.strategy
+    if r is None or not r.process_restarts or strategy is None or strategy == "single":
+        return
+    if strategy in _TORCHRUN and (ctx.instance_count or 1) > 1:
+        why = (f"torchrun restarts ranks in place on one host only; across {ctx.instance_count} hosts its static "
+               "rendezvous cannot restart")
+    elif strategy in _TORCHRUN:
+        return
+    else:
+        why = f"the {strategy} launcher starts its ranks across the hosts at once"
+    yield item("resilience.process_restarts",
+               f"{why}, so only a whole-job restart helps: remove process_restarts and use max_retry_attempts "
+               "(process restarts work for torchrun on one host and for one process per host)", r.process_restarts)
+
+
 def check(ctx: RuleContext) -> Iterator[ErrorItem]:
     yield from ctx.launch.errors
     yield from _smdistributed(ctx)
+    yield from _process_restarts(ctx)
     dist = ctx.args.distribution
     if dist is None:
         return

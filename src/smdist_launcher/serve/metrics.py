@@ -1,0 +1,223 @@
+"""SageMaker's metric reads for served jobs, from each job's metrics store (`<job folder>/metrics.jsonl`):
+DescribeTrainingJob's FinalMetricDataList, and the CloudWatch reads the SDK's TrainingJobAnalytics and the console
+make (ListMetrics, GetMetricStatistics; GetMetricData of plain metrics).
+
+As SageMaker publishes them: namespace /aws/sagemaker/TrainingJobs; a training metric (metric_definitions) under the
+one dimension TrainingJobName=<job>, every host's and rank's values together; a host metric (CPUUtilization, ...)
+under Host=<job>/<host>."""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..metrics.store import SYSTEM, TRAINING, MetricPoint, read_points
+from ..metrics.summary import final_metrics
+from .jobs import Jobs
+from .protocol import ApiError
+
+NAMESPACE = "/aws/sagemaker/TrainingJobs"
+JOB_DIMENSION = "TrainingJobName"
+HOST_DIMENSION = "Host"
+LIST_PAGE = 500          # ListMetrics answers at most this many metrics a page, as CloudWatch does
+MAX_DATAPOINTS = 1440    # GetMetricStatistics' limit per request
+MAX_FINAL_METRICS = 40   # FinalMetricDataList's limit in the API
+
+Dimensions = tuple[tuple[str, str], ...]
+
+
+def _unit(point: MetricPoint) -> str:
+    """CloudWatch's unit of a series: SageMaker's host metrics are percentages; training metrics have none."""
+    return "Percent" if point.kind == SYSTEM else "None"
+
+
+def _dimensions(job: str, point: MetricPoint) -> Dimensions:
+    if point.kind == SYSTEM:
+        return ((HOST_DIMENSION, f"{job}/{point.host}"),)
+    return ((JOB_DIMENSION, job),)
+
+
+def _job_in(dimensions: Iterable[tuple[str, str | None]]) -> str | None:
+    """The job a set of dimensions (or dimension filters) names, if any: only its store needs reading."""
+    for key, value in dimensions:
+        if value and key == JOB_DIMENSION:
+            return value
+        if value and key == HOST_DIMENSION:
+            return value.split("/", 1)[0]
+    return None
+
+
+def _percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile of sorted values."""
+    return values[max(0, math.ceil(p / 100 * len(values)) - 1)]
+
+
+_SIMPLE = ("SampleCount", "Sum", "Minimum", "Maximum", "Average")
+
+
+def _percent(statistic: str) -> float:
+    """p90 → 90.0; the other extended statistics (trimmed means, ...) are not answered."""
+    try:
+        value = float(statistic[1:]) if statistic.startswith("p") else -1.0
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 100:
+        raise ApiError("InvalidParameterValueException", f"statistic {statistic!r}: smdist serve answers "
+                                                         f"{', '.join(_SIMPLE)} and percentiles (p0-p100)")
+    return value
+
+
+def _statistics(values: list[float], wanted: list[str], extended: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    computed = {"SampleCount": float(len(values)), "Sum": float(sum(values)), "Minimum": min(values),
+                "Maximum": max(values), "Average": sum(values) / len(values)}
+    for name in wanted:
+        out[name] = computed[name]
+    if extended:
+        ordered = sorted(values)
+        out["ExtendedStatistics"] = {p: _percentile(ordered, _percent(p)) for p in extended}
+    return out
+
+
+def _epoch(value: Any) -> float:
+    """A request timestamp: JSON carries epoch seconds (a datetime when called in-process)."""
+    return value.timestamp() if hasattr(value, "timestamp") else float(value)
+
+
+class JobMetrics:
+    """The metric reads of every job the endpoint runs."""
+
+    def __init__(self, jobs: Jobs) -> None:
+        self._jobs = jobs
+
+    def _job_dirs(self) -> dict[str, Path]:
+        return {j.name: Path(j.local.job_dir) for j in self._jobs.all() if j.local is not None}
+
+    def _points(self, job_dir: Path | None) -> list[MetricPoint]:
+        return read_points(job_dir) if job_dir is not None else []
+
+    # ---- DescribeTrainingJob ------------------------------------------------------------------------------------
+    def with_final_metrics(self, description: dict[str, Any]) -> dict[str, Any]:
+        """The description with FinalMetricDataList: the last value of each metric the request defined (SageMaker
+        fills it in for jobs with MetricDefinitions, while they run too)."""
+        definitions = (description.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []
+        names = [d["Name"] for d in definitions]
+        if not names:
+            return description
+        points = [p for p in self._points(self._job_dirs().get(description["TrainingJobName"]))
+                  if p.kind == TRAINING and p.name in names]
+        values = final_metrics(points)
+        when: dict[str, float] = {}
+        for p in points:
+            when[p.name] = max(when.get(p.name, p.timestamp), p.timestamp)
+        final = [{"MetricName": n, "Value": values[n], "Timestamp": when[n]} for n in names if n in values]
+        return {**description, "FinalMetricDataList": final[:MAX_FINAL_METRICS]} if final else description
+
+    # ---- CloudWatch ---------------------------------------------------------------------------------------------
+    def _metrics(self, job_named: str | None = None) -> Iterable[tuple[str, Dimensions, str, list[MetricPoint]]]:
+        """(metric name, dimensions, unit, points) of every metric of every served job (of one, when named: only
+        its store is read)."""
+        for job, job_dir in sorted(self._job_dirs().items()):
+            if job_named is not None and job != job_named:
+                continue
+            grouped: dict[tuple[str, Dimensions], list[MetricPoint]] = {}
+            for p in self._points(job_dir):
+                grouped.setdefault((p.name, _dimensions(job, p)), []).append(p)
+            for (name, dims), points in grouped.items():
+                yield name, dims, _unit(points[0]), points
+
+    def list_metrics(self, params: dict[str, Any]) -> dict[str, Any]:
+        if params.get("Namespace", NAMESPACE) != NAMESPACE:
+            return {"Metrics": []}
+        filters = [(f["Name"], f.get("Value")) for f in params.get("Dimensions") or []]
+        found = []
+        for name, dims, _unit_name, _points in self._metrics(_job_in(filters)):
+            if params.get("MetricName") not in (None, name):
+                continue
+            have = dict(dims)
+            if all(key in have and value in (None, have[key]) for key, value in filters):
+                found.append({"Namespace": NAMESPACE, "MetricName": name,
+                              "Dimensions": [{"Name": k, "Value": v} for k, v in dims]})
+        try:
+            start = int(params.get("NextToken") or 0)
+        except ValueError:
+            raise ApiError("InvalidNextToken", "The service returned an invalid NextToken.") from None
+        page = found[start: start + LIST_PAGE]
+        out: dict[str, Any] = {"Metrics": page}
+        if start + LIST_PAGE < len(found):
+            out["NextToken"] = str(start + LIST_PAGE)
+        return out
+
+    def statistics(self, params: dict[str, Any]) -> dict[str, Any]:
+        """GetMetricStatistics: the points of one metric in [StartTime, EndTime), one datapoint per Period (aligned
+        to multiples of the period, as CloudWatch's are) with the statistics asked for."""
+        wanted, extended = list(params.get("Statistics") or []), list(params.get("ExtendedStatistics") or [])
+        if not wanted and not extended:
+            raise ApiError("InvalidParameterCombinationException",
+                           "Must specify either Statistics or ExtendedStatistics, but not both are empty.")
+        start, end, period = _epoch(params["StartTime"]), _epoch(params["EndTime"]), int(params["Period"])
+        if end <= start:
+            raise ApiError("InvalidParameterValueException", "The parameter StartTime must be less than the "
+                                                             "parameter EndTime.")
+        requested = math.ceil((end - start) / period)
+        if requested > MAX_DATAPOINTS:
+            raise ApiError("InvalidParameterCombinationException",
+                           f"You have requested up to {requested} datapoints, which exceeds the limit of "
+                           f"{MAX_DATAPOINTS}. You may reduce the datapoints requested by increasing Period, or "
+                           "decreasing the time range.")
+        label = params["MetricName"]
+        found = self._metric(params["Namespace"], label, params.get("Dimensions") or [], params.get("Unit"))
+        if found is None:
+            return {"Label": label, "Datapoints": []}
+        unit, points = found
+        return {"Label": label, "Datapoints": [{"Timestamp": at, "Unit": unit, **_statistics(values, wanted, extended)}
+                                               for at, values in _buckets(points, start, end, period)]}
+
+    def _metric(self, namespace: str, name: str, dimensions: list[dict[str, str]],
+                unit: str | None) -> tuple[str, list[MetricPoint]] | None:
+        """(unit, points) of the one metric with exactly these dimensions (as CloudWatch matches them), or None."""
+        if namespace != NAMESPACE:
+            return None
+        asked = tuple(sorted((d["Name"], d["Value"]) for d in dimensions))
+        for have, dims, have_unit, points in self._metrics(_job_in(asked)):
+            if have == name and tuple(sorted(dims)) == asked and unit in (None, have_unit):
+                return have_unit, points
+        return None
+
+    def metric_data(self, params: dict[str, Any]) -> dict[str, Any]:
+        """GetMetricData of MetricStat queries (the SDK's tuning charts and MLflow forwarding ask this way): each
+        query's values per period, newest first unless ScanBy=TimestampAscending. Metric math is not answered."""
+        start, end = _epoch(params["StartTime"]), _epoch(params["EndTime"])
+        ascending = params.get("ScanBy") == "TimestampAscending"
+        results = []
+        for query in params["MetricDataQueries"]:
+            stat = query.get("MetricStat")
+            if stat is None:
+                raise ApiError("InvalidParameterValueException", f"query {query['Id']}: smdist serve answers "
+                                                                 "MetricStat queries only (no Expression)")
+            if not query.get("ReturnData", True):
+                continue
+            metric = stat["Metric"]
+            found = self._metric(metric.get("Namespace", ""), metric.get("MetricName", ""),
+                                 metric.get("Dimensions") or [], stat.get("Unit"))
+            name = stat["Stat"]
+            simple, extended = ([name], []) if name in _SIMPLE else ([], [name])
+            rows = []
+            for at, values in _buckets(found[1] if found else [], start, end, int(stat["Period"])):
+                computed = _statistics(values, simple, extended)
+                rows.append((at, computed[name] if simple else computed["ExtendedStatistics"][name]))
+            rows.sort(reverse=not ascending)
+            results.append({"Id": query["Id"], "Label": query.get("Label") or metric.get("MetricName"),
+                            "Timestamps": [t for t, _ in rows], "Values": [v for _, v in rows],
+                            "StatusCode": "Complete"})
+        return {"MetricDataResults": results, "Messages": []}
+
+
+def _buckets(points: list[MetricPoint], start: float, end: float, period: int) -> list[tuple[float, list[float]]]:
+    """The values in [start, end) by period (aligned to multiples of it, as CloudWatch's datapoints are)."""
+    buckets: dict[float, list[float]] = {}
+    for p in points:
+        if start <= p.timestamp < end:
+            buckets.setdefault(p.timestamp // period * period, []).append(p.value)
+    return sorted(buckets.items())
