@@ -116,3 +116,22 @@ def test_request_usage_errors(sagemaker_job: Path, capsys: pytest.CaptureFixture
                               message: str) -> None:
     assert main(["plan", str(sagemaker_job), *extra]) == 2
     assert capsys.readouterr().err.startswith(f"{sagemaker_job}: {message}")
+
+
+def test_a_create_training_job_request_shows_what_serve_would_run(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """SDK v3's requests (ContainerEntrypoint, no sagemaker_submit_directory) plan as container-command jobs: every
+    host runs the command, hyperparameters exactly as sent."""
+    request = {"TrainingJobName": "v3-job", "AlgorithmSpecification": {
+        "TrainingImage": "img", "TrainingInputMode": "File", "ContainerEntrypoint": ["/bin/bash"],
+        "ContainerArguments": ["-c", "chmod +x /opt/ml/input/data/sm_drivers/sm_train.sh && "
+                                     "/opt/ml/input/data/sm_drivers/sm_train.sh"]},
+        "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 2, "VolumeSizeInGB": 30},
+        "HyperParameters": {"epochs": "2", "optimizer": "sgd"}}
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(request))
+    assert main(["plan", str(path), "--format", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["launcher"] == "container_command" and [h["name"] for h in plan["hosts"]] == ["algo-1", "algo-2"]
+    assert all(h["argv"][:2] == ["/bin/bash", "-c"] for h in plan["hosts"])
+    assert main(["plan", str(path), "--dryrun"]) == 2  # a request is what would be sent already

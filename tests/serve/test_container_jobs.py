@@ -37,3 +37,16 @@ def test_process_hosts_without_a_private_opt_ml_are_refused(monkeypatch: pytest.
     problems = runnable_problems(plan, Settings(jobs_dir=tmp_path, backend="process"))
     assert any("private /opt/ml" in p.message and "SMDIST_HOST_ISOLATION=off" in p.message for p in problems)
     assert runnable_problems(plan, Settings(jobs_dir=tmp_path, backend="netns")) == []
+
+
+def test_a_container_command_job_keeps_its_retry_strategy_and_metric_definitions() -> None:
+    from smdist_launcher.backends.toolkit.resilience_plan import resilience_of
+    from smdist_launcher.serve.container_jobs import container_submission
+
+    request = _request(RetryStrategy={"MaximumRetryAttempts": 3}, EnableManagedSpotTraining=True)
+    request["AlgorithmSpecification"]["MetricDefinitions"] = [{"Name": "loss", "Regex": "loss=([0-9.]+)"}]  # type: ignore[index]
+    submission = container_submission(container_plan(request), request)
+    plan = resilience_of(submission.settings)
+    assert (plan.max_attempts, plan.use_spot, plan.retry_on) == (3, True, "curable")
+    assert submission.metric_definitions == [{"Name": "loss", "Regex": "loss=([0-9.]+)"}]
+    assert resilience_of(container_submission(container_plan(_request())).settings).max_attempts == 1

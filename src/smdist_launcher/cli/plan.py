@@ -7,6 +7,10 @@ CreateTrainingJob request (secrets redacted, no AWS call: ``<account>`` and, wit
 job file, ``<region>`` are placeholders), for slurm the sbatch script, for process/netns/docker each host's command.
 ``--request`` and ``--slurm`` are the older spellings of ``--dryrun --backend sagemaker|slurm``; ``--wire v3`` shows
 the request in SageMaker SDK v3's shape (backends/sagemaker/request_v3.py).
+
+``smdist plan request.json``: a CreateTrainingJob request (JSON, e.g. what SDK v3 sent) instead of a job file shows
+the plan `smdist serve` would run for it: a container-command plan for requests with ContainerEntrypoint (every host
+runs the command), else the estimator's plan.
 """
 from __future__ import annotations
 
@@ -25,7 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("plan", help="print the launch plan of a job file, or check/update a pinned plan",
                               description="Print what would run on each host. Nothing is uploaded or started.")
-    p.add_argument("job_file", help="YAML job file (estimator arguments + framework)")
+    p.add_argument("job_file", help="YAML job file (estimator arguments + framework), or a CreateTrainingJob request "
+                                    "(.json) to see what smdist serve would run for it")
     p.add_argument("--format", choices=("yaml", "json"),
                    help="output format (default: yaml; for --check/--write: the file's extension)")
     p.add_argument("--host", metavar="NAME", help="show only this host's part (e.g. algo-2)")
@@ -162,19 +167,55 @@ def _unknown_host(host: str, plan: LaunchPlan) -> ValidationError:
     return ValidationError([ErrorItem("--host", f"no host {host!r} in this plan; hosts: {names}", host)])
 
 
+def _training_job_request(path: str) -> dict[str, Any] | None:
+    """The CreateTrainingJob request in `path`, or None when it is not one (a job file)."""
+    if not path.endswith(".json"):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and "AlgorithmSpecification" in data else None
+
+
+def request_plan(request: dict[str, Any]) -> LaunchPlan:
+    """The plan smdist serve runs for a CreateTrainingJob request (ValidationError with key paths otherwise)."""
+    from ..serve.container_jobs import container_plan, is_container_command
+
+    if is_container_command(request):
+        return container_plan(request)
+    from pathlib import Path
+
+    from ..serve.jobs import Settings, estimator_for
+
+    estimator, inputs = estimator_for(request, Settings(jobs_dir=Path(".")))
+    return estimator.plan(inputs, job_name=request.get("TrainingJobName"))
+
+
+def _job_plan(loaded: LoadedJob | None) -> LaunchPlan:
+    assert loaded is not None
+    return loaded.plan()
+
+
 def run(args: argparse.Namespace) -> int:
     usage = _usage_problem(args)
     _normalize(args)
     if usage is not None:
         return report_invalid(args.job_file, usage)
-    loaded = load_or_report(args.job_file)
+    request = _training_job_request(args.job_file)
+    if request is not None and args.dryrun:
+        return report_invalid(args.job_file, ValidationError([ErrorItem(
+            "--dryrun", "takes a job file: a CreateTrainingJob request is already what would be sent")]))
+    loaded = load_or_report(args.job_file) if request is None else None
     if isinstance(loaded, int):
         return loaded
     try:
-        plan = loaded.plan()
+        plan = request_plan(request) if request is not None else _job_plan(loaded)
     except ValidationError as exc:
         return report_invalid(args.job_file, exc)
     if args.dryrun:
+        assert loaded is not None
         return _dryrun(plan, loaded, args)
     if args.check or args.write:
         return _pinned(plan, args)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ErrorItem, ValidationError
@@ -164,11 +165,27 @@ def runnable_problems(plan: LaunchPlan, settings: Settings) -> list[ErrorItem]:
     return problems
 
 
-def container_submission(plan: LaunchPlan) -> Submission:
-    """The plan alone: the code arrives as the request's `code` channel, not as a folder of ours."""
+@dataclass(frozen=True)
+class ContainerSettings:
+    """What the backend reads of a container-command request besides its plan (Submission.settings): the metric
+    definitions its lines are parsed with, and the attempts RetryStrategy gives it (spot: a preemption is retried)."""
+
+    metric_definitions: list[dict[str, str]]
+    max_retry_attempts: int | None
+    use_spot_instances: bool
+    resilience: None = None   # SageMaker's API has no resilience key: the restart policy's defaults
+
+
+def container_submission(plan: LaunchPlan, request: dict[str, Any] | None = None) -> Submission:
+    """The plan and the request's settings: the code arrives as the request's `code` channel, not a folder of ours."""
     from ..backends.api import Submission
 
-    return Submission(plan=plan)
+    request = request or {}
+    settings = ContainerSettings(
+        metric_definitions=list((request.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []),
+        max_retry_attempts=(request.get("RetryStrategy") or {}).get("MaximumRetryAttempts"),
+        use_spot_instances=bool(request.get("EnableManagedSpotTraining")))
+    return Submission(plan=plan, settings=settings)
 
 
 def checked_container_plan(request: dict[str, Any], settings: Settings) -> LaunchPlan:

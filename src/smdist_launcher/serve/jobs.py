@@ -169,7 +169,7 @@ class Jobs:
             # Fetched here, not by each host: hosts with a network of their own (netns, docker) cannot reach an S3
             # server on this machine's loopback (moto, MinIO); local code is staged into every host like fit()'s.
             if is_container_command(job.request):  # its code comes as channels (v3: code, sm_drivers)
-                submission = container_submission(container_plan(job.request))
+                submission = container_submission(container_plan(job.request), job.request)
             else:
                 submit = submit_directory(job.request)
                 if submit:

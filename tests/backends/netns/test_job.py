@@ -72,22 +72,20 @@ def test_worker_killed_with_sigkill_ends_the_job(netns_ready, tmp_path):
     _assert_nothing_left(job)
 
 
-def test_a_killed_host_is_retried_from_the_last_checkpoint(netns_ready, tmp_path):
+def test_a_killed_host_is_retried_from_the_last_checkpoint(netns_ready, tmp_path, acceptance_clean_weights):
     """Issue 20's acceptance on netns: a host SIGKILLed mid-run (--inject) ends Completed after a second attempt on
     fresh namespaces, resumed from the synced checkpoint, with the weights of an uninterrupted run; no process,
     namespace or key is left."""
     from smdist_launcher.backends.toolkit.faults import parse_fault
 
+    from ..conftest import ACCEPTANCE_STEPS
     from ..resilience_job import model_weights, resilience_estimator
 
-    steps = {"STEPS": "32"}
-    clean = resilience_estimator(tmp_path / "clean", "clean", environment={**steps, "STEP_S": "0"}).fit(
-        logs=False, jobs_root=str(tmp_path / "clean-jobs"))
-    est = resilience_estimator(tmp_path, "netns-killed", max_retry_attempts=2, environment=steps)
+    est = resilience_estimator(tmp_path, "netns-killed", max_retry_attempts=2, environment=ACCEPTANCE_STEPS)
     job = run_job(est.submission(est.plan(job_name="netns-killed")), jobs_root=tmp_path / "jobs", logs=False,
                   faults=[parse_fault("kill-host:algo-2@5")])
     first, second = job.record.attempts
     assert first["cause"] == "host_lost" and "algo-2" in first["reason"] and first["decision"] == "retry"
     assert second["cause"] == "completed" and second["restored_checkpoints"] > 0
-    assert model_weights(job.model_data) == model_weights(clean.model_data)
+    assert model_weights(job.model_data) == acceptance_clean_weights
     _assert_nothing_left(job)

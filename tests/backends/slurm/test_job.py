@@ -171,17 +171,17 @@ def test_missing_sbatch_names_the_other_backends(tmp_path, monkeypatch):
     assert records.JobRecord.load(tmp_path / "jobs" / "slurm-nowhere" / "job.json").status == records.FAILED
 
 
-def test_a_killed_node_is_retried_in_the_allocation_from_the_last_checkpoint(slurm_cluster, tmp_path):
+def test_a_killed_node_is_retried_in_the_allocation_from_the_last_checkpoint(slurm_cluster, tmp_path,
+                                                                             acceptance_clean_weights):
     """Issue 20's acceptance on Slurm: a host SIGKILLed mid-run (--inject, fired by its own node) ends Completed after
     a second attempt inside the same allocation, resumed from the synced checkpoint, with the weights of an
     uninterrupted run; the first attempt's reason is kept and nothing of the job is left."""
+    from ..conftest import ACCEPTANCE_STEPS
     from ..resilience_job import model_weights, resilience_estimator
 
-    steps = {"STEPS": "32"}  # 0.3 s a step: the kill at 5 s falls mid-run on a busy machine too
-    clean = resilience_estimator(tmp_path / "clean", "clean", environment={**steps, "STEP_S": "0"}).fit(
-        logs=False, jobs_root=str(tmp_path / "clean-jobs"))
     monitor = {"log_monitoring": [{"name": "step", "pattern": r"step (\d+)", "expected_every_s": 120}]}
-    est = resilience_estimator(tmp_path, "slurm-killed", max_retry_attempts=2, resilience=monitor, environment=steps)
+    est = resilience_estimator(tmp_path, "slurm-killed", max_retry_attempts=2, resilience=monitor,
+                               environment=ACCEPTANCE_STEPS)
     plan = est.plan(job_name="slurm-killed")
     job = run_slurm_job(est.submission(plan), SlurmOptions(time="10:00", inject=["kill-host:algo-2@5"]),
                         jobs_root=tmp_path / "jobs", logs=False)
@@ -191,7 +191,7 @@ def test_a_killed_node_is_retried_in_the_allocation_from_the_last_checkpoint(slu
     assert first["cause"] == "host_lost" and first["decision"] == "retry" and "algo-2" in first["reason"]
     assert second["cause"] == "completed" and second["restored_checkpoints"] > 0
     assert second["first_steps"]["step"] > 0  # resumed, read back from the hosts' logs
-    assert model_weights(job.job_dir / "output" / "model.tar.gz") == model_weights(clean.model_data)
+    assert model_weights(job.job_dir / "output" / "model.tar.gz") == acceptance_clean_weights
     log = (job.job_dir / "logs" / "algo-2.log").read_text()
     assert "injecting kill-host:algo-2@5" in log and "---- attempt 2 ----" in log
     assert (job.job_dir / "attempts" / "1" / "algo-1" / "output").is_dir()

@@ -87,8 +87,9 @@ class NetnsPlacement:
         argv = self._wrap(start.host, str(namespace_path(self.network.hosts[start.host])), str(start.paths.root),
                           self._addresses, str(scratch), start.argv)
         if job.plan.launcher == "container_command":  # the container parts SDK v3's drivers use (container_host.py)
-            extra = ["--container-command", str(self._key), "--keep", str(job.dir.root),
-                     "--keep", os.path.dirname(os.path.dirname(sys.executable))]
+            extra = ["--container-command", str(self._key)]
+            for folder in _kept_under_private_tmp(job.dir.root):
+                extra += ["--keep", folder]
             cut = argv.index("--")
             argv = [*argv[:cut], *extra, *argv[cut:]]
         return HostLaunch(start.host, argv, env, start.cwd)
@@ -123,3 +124,14 @@ def run_job(job: Any, **kwargs: Any) -> LocalJob:
     from ..local.job import run_job as run_local
 
     return run_local(job, placement=NetnsPlacement(), **kwargs)
+
+
+def _kept_under_private_tmp(job_root: Path) -> list[str]:
+    """What a container-command host must still see when its /tmp becomes private: the job's folder, the interpreter's
+    environment and every import path of ours (a checkout under /tmp with an editable install, as CI's clones are)."""
+    import smdist_launcher
+
+    paths = [str(job_root), os.path.dirname(os.path.dirname(sys.executable)),
+             os.path.dirname(os.path.dirname(smdist_launcher.__file__)), *(p for p in sys.path if p)]
+    return list(dict.fromkeys(p for p in paths if os.path.isdir(p)))
+

@@ -175,7 +175,7 @@ def _hosts(report: JobReport, page_dir: Path) -> str:
         f = h.failure or {}
         reported = ""
         if f:
-            reported = _e(f"rank {f.get('rank')}: exit code {f.get('exit_code')}"
+            reported = _e(f"{_rank(f.get('rank'))}exit code {f.get('exit_code')}"
                           + (f" ({f['signal']})" if f.get("signal") else "")
                           + (" — likely a victim of another rank's failure" if f.get("likely_victim") else ""))
         exits = ", ".join(f"rank {e.rank} (pid {e.pid}): {e.code}" for e in h.rank_exits)
@@ -185,6 +185,13 @@ def _hosts(report: JobReport, page_dir: Path) -> str:
         classes.append("first" if h.name == first else "")
     return "<h2>Hosts</h2>" + _table(("host", "exit code", "its runtime reported", "rank exits (exit())", "detail",
                                       "log"), rows, classes)
+
+
+def _rank(rank: Any, before: str = "") -> str:
+    """`rank 3: ` (or `, rank 3`), nothing for a host-level record."""
+    if rank is None:
+        return ""
+    return f"{before}rank {rank}" if before else f"rank {rank}: "
 
 
 def _traceback(failure: dict[str, Any]) -> str:
@@ -200,16 +207,17 @@ def _failure(report: JobReport) -> str:
     first = first_failing_host(report) if report.diagnosis else None  # its traceback is in the diagnosis
     for h in report.hosts:
         if h.failure and h.failure.get("traceback") and h.name != first:
-            parts.append(f"<h3>{_e(h.name)}, rank {_e(h.failure.get('rank'))}</h3>{_traceback(h.failure)}")
+            parts.append(f"<h3>{_e(h.name)}{_e(_rank(h.failure.get('rank'), ', '))}</h3>{_traceback(h.failure)}")
     dumps = [(h, d) for h in report.hosts for d in h.dumps]
     if dumps:
         parts.append("<h3>Stack dumps (where each rank was when it was asked)</h3>")
         parts += [f"<div>{_e(h.name)}, rank {_e(d.rank)} (pid {_e(d.pid)})</div><pre>{_e(chr(10).join(d.lines))}</pre>"
                   for h, d in dumps]
     for attempt, failures in sorted(report.earlier_failures.items()):
-        parts.append(f"<h3>Attempt {_e(attempt)}</h3>")
-        parts += [f"<div>{_e(f.get('host'))}, rank {_e(f.get('rank'))}: exit code {_e(f.get('exit_code'))}</div>"
-                  + _traceback(f) for f in failures]
+        parts.append(f"<h3>Attempt {_e(attempt)}: what its hosts wrote (its cause is in Attempts)</h3>")
+        parts += [f"<div>{_e(f.get('host'))}{_e(_rank(f.get('rank'), ', '))}: exit code {_e(f.get('exit_code'))}"
+                  f"{_e(' (' + str(f['signal']) + ')') if f.get('signal') else ''}</div>" + _traceback(f)
+                  for f in failures]
     return "<h2>Failure</h2>" + "".join(parts) if parts else ""
 
 
