@@ -63,7 +63,10 @@ def run(tmp: Path, name: str, args: argparse.Namespace, metered: bool) -> dict:
     wall = time.time() - started
     me1, kids1 = _cpu()
     points = read_points(job.job_dir)
-    return {"job": job.job_dir.name, "metered": metered, "wall_s": round(wall, 2),
+    # the lines the hosts' logs kept that carry a metric: a point missing for a logged line is the recorder's loss
+    logged = sum(text.count(" loss: ") for text in (f.read_text(errors="replace")
+                                                    for f in (job.job_dir / "logs").glob("*.log")))
+    return {"job": job.job_dir.name, "metered": metered, "wall_s": round(wall, 2), "metric_lines_logged": logged,
             "launcher_cpu_s": round(me1 - me0, 3), "hosts_cpu_s": round(kids1 - kids0, 3),
             "total_cpu_s": round(me1 - me0 + kids1 - kids0, 3),
             "training_points": sum(p.kind == "training" for p in points),

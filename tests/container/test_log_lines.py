@@ -11,6 +11,14 @@ def test_torchrun_prefixes_and_partial_lines():
     assert s.flush() == [(12, "no newline")]
 
 
+def test_torchrun_a_half_written_line_and_the_next_rank_on_it():
+    """torchrun's tee printed rank 1's unfinished line, then rank 0's whole line on the same line, then rank 1's
+    newline under its tag again (seen in a chatty job's log)."""
+    s = TorchrunLines()
+    out = s.feed("[r1]:step 5870 loss: 0.000170 lr: 0.001[r0]:step 5735 chatter\n[r1]:\n[r0]:next\n")
+    assert out == [(0, "step 5735 chatter"), (1, "step 5870 loss: 0.000170 lr: 0.001"), (0, "next")]
+
+
 def test_fixed_rank():
     s = FixedRankLines(5)
     assert s.feed("a\nb") == [(5, "a")]
@@ -47,6 +55,20 @@ def test_mpi_lines_survive_any_read_boundaries(lines, cuts):
     """Whole lines per rank, however the pipe splits the bytes (user text may contain brackets)."""
     stream = "".join(f"[1,{r}]<stdout>:{text}\n" for r, text in lines)
     s = MpiTagLines()
+    out: list = []
+    pos = 0
+    for cut in sorted(c % (len(stream) + 1) for c in cuts):
+        out += s.feed(stream[pos:cut])
+        pos = max(pos, cut)
+    out += s.feed(stream[pos:]) + s.flush()
+    assert out == lines
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(st.tuples(st.integers(0, 3), _line), min_size=1, max_size=8), cuts=st.lists(st.integers(0, 400)))
+def test_torchrun_lines_survive_any_read_boundaries(lines, cuts):
+    stream = "".join(f"[r{r}]:{text}\n" for r, text in lines)
+    s = TorchrunLines()
     out: list = []
     pos = 0
     for cut in sorted(c % (len(stream) + 1) for c in cuts):
