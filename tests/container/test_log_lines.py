@@ -1,3 +1,4 @@
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from smdist_launcher.container.log_lines import FixedRankLines, MpiTagLines, TorchrunLines
@@ -49,26 +50,13 @@ def test_mpi_bracket_in_user_text():
 _line = st.text(alphabet="abc [],:<>0123456789 ", min_size=0, max_size=12)
 
 
+@pytest.mark.parametrize(("splitter", "tag"), [(MpiTagLines, "[1,{}]<stdout>:"), (TorchrunLines, "[r{}]:")])
 @settings(max_examples=200, deadline=None)
 @given(lines=st.lists(st.tuples(st.integers(0, 3), _line), min_size=1, max_size=8), cuts=st.lists(st.integers(0, 400)))
-def test_mpi_lines_survive_any_read_boundaries(lines, cuts):
+def test_lines_survive_any_read_boundaries(splitter, tag, lines, cuts):
     """Whole lines per rank, however the pipe splits the bytes (user text may contain brackets)."""
-    stream = "".join(f"[1,{r}]<stdout>:{text}\n" for r, text in lines)
-    s = MpiTagLines()
-    out: list = []
-    pos = 0
-    for cut in sorted(c % (len(stream) + 1) for c in cuts):
-        out += s.feed(stream[pos:cut])
-        pos = max(pos, cut)
-    out += s.feed(stream[pos:]) + s.flush()
-    assert out == lines
-
-
-@settings(max_examples=200, deadline=None)
-@given(lines=st.lists(st.tuples(st.integers(0, 3), _line), min_size=1, max_size=8), cuts=st.lists(st.integers(0, 400)))
-def test_torchrun_lines_survive_any_read_boundaries(lines, cuts):
-    stream = "".join(f"[r{r}]:{text}\n" for r, text in lines)
-    s = TorchrunLines()
+    stream = "".join(f"{tag.format(r)}{text}\n" for r, text in lines)
+    s = splitter()
     out: list = []
     pos = 0
     for cut in sorted(c % (len(stream) + 1) for c in cuts):
