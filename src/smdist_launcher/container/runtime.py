@@ -288,8 +288,7 @@ class HostRuntime:
     def _watch_hangs(self) -> None:
         """Log monitoring here, once, from the first launch on (start_after_s counts from it)."""
         if self.hang_watch is None and self.resilience.monitors:
-            ranks = [int(r) for h in self.plan["hosts"] for r in h.get("ranks") or []
-                     if h["name"] == self.host] or [0]
+            ranks = [int(r) for r in self.host_plan.get("ranks") or []] or [0]
             self.hang_watch = HangWatch(self.resilience.monitors, ranks, self._on_hang)
             self.hang_watch.start()
 
@@ -307,9 +306,9 @@ class HostRuntime:
         lines = [hang_message(hang)]
         for st in stacks:
             lines += [f"rank {st.rank} (pid {st.pid}) {st.where}", *(f"  {x}" for x in st.dump[-12:])]
-        d = {"host": self.host, "reported_by": self.host, "rank": hang.stuck_ranks[0] if hang.stuck_ranks else None,
-             "exit_code": 1, "signal": None, "time": time.time_ns(), "traceback": lines, "likely_victim": False,
-             "command": self.command, "hint": None, "cause": "hang",
+        d = {**self.tracker.diagnosis(1, self.command), "host": self.host,
+             "rank": hang.stuck_ranks[0] if hang.stuck_ranks else None, "exit_code": 1, "signal": None,
+             "time": time.time_ns(), "traceback": lines, "likely_victim": False, "hint": None, "cause": "hang",
              "still_running": [st.to_dict() for st in stacks]}
         write_failure(self.paths.output_dir, d)
         self._failure_written = True

@@ -25,3 +25,16 @@ def test_targets_must_exist_in_the_job() -> None:
     faults = [parse_fault("kill-host:algo-3@1"), parse_fault("kill-rank:4@1"), parse_fault("kill-host:algo-1@1")]
     assert check_targets(faults, ["algo-1", "algo-2"], world_size=4) == [
         "kill-host:algo-3@1: the job's hosts are algo-1, algo-2", "kill-rank:4@1: the job's ranks are 0-3"]
+
+
+def test_fault_options_check_targets_against_the_job() -> None:
+    import pytest
+
+    from smdist_launcher.backends.toolkit.fault_options import FaultOptions
+    from smdist_launcher.errors import ValidationError
+
+    opts = FaultOptions(inject=["kill-rank:1@5", "kill-host:algo-1@2"])
+    assert [str(f) for f in opts.faults_for(["algo-1"], 2, "slurm")] == ["kill-host:algo-1@2", "kill-rank:1@5"]
+    with pytest.raises(ValidationError) as info:
+        FaultOptions(inject=["kill-rank:9@1"]).faults_for(["algo-1"], 2, "slurm")
+    assert info.value.errors[0].path == "slurm.inject" and "ranks are 0-1" in info.value.errors[0].message

@@ -15,7 +15,6 @@ from pydantic import BaseModel, Field
 from ..api import DryRun, Emit, JobHandle, JobState, JobStatus, Submission, validated_options
 from ..toolkit import folder_jobs
 from ..toolkit.fault_options import FaultOptions
-from ..toolkit.faults import check_targets, parse_fault
 from ..toolkit.staging import with_model_channel
 from .placement import Placement, ProcessPlacement, runtime_command
 
@@ -74,13 +73,8 @@ class LocalBackend:
         from .job import run_job
 
         opts = dryrun.options
-        faults = sorted((parse_fault(f) for f in opts.inject), key=lambda f: f.at_s)
         plan = dryrun.submission.plan
-        problems = check_targets(faults, plan.host_names, plan.world_size)
-        if problems:
-            from ...errors import ErrorItem, ValidationError
-
-            raise ValidationError([ErrorItem(f"{self.name}.inject", p) for p in problems])
+        faults = opts.faults_for(plan.host_names, plan.world_size, self.name)
         return run_job(dryrun.submission, wait=wait, logs=logs, jobs_root=jobs_root, grace=opts.grace,
                        placement=self.placement(opts), faults=faults)
 

@@ -16,11 +16,10 @@ from ...container.host_resilience import RESILIENCE_ENV
 from ...contract import MLPaths, write_host_config
 from ...contract.config_files import hyperparameters_for
 from ...contract.secrets import SECRET_HPS_ENV, encode_secret_env, is_secret_key, secret_hyperparameters
-from ...errors import ErrorItem, JobFailedError, ValidationError
+from ...errors import JobFailedError
 from ...plan.model import LaunchPlan
 from ..api import JobHandle, Submission
 from ..toolkit import records
-from ..toolkit.faults import check_targets, parse_fault
 from ..toolkit.job_console import JobConsole, console_for
 from ..toolkit.job_metrics import MetricsSettings
 from ..toolkit.jobdir import JobDir, jobs_root as resolve_jobs_root
@@ -216,16 +215,14 @@ def submit_slurm_job(submission: Submission | LaunchPlan, options: SlurmOptions 
                      environ: dict[str, str] | None = None) -> SlurmJob:
     """Stage the job folder (it must be on a path every node shares) and sbatch the plan's script."""
     options = options or SlurmOptions()
-    script = sbatch_script(submission_of(submission).plan, options)  # before anything is written: bad options fail
-    faults = sorted((parse_fault(f) for f in options.inject), key=lambda f: f.at_s)
-    bad = check_targets(faults, submission_of(submission).plan.host_names, submission_of(submission).plan.world_size)
-    if bad:
-        raise ValidationError([ErrorItem("slurm.inject", p) for p in bad])
-    resilience = resilience_of(submission_of(submission).settings)
+    sub = submission_of(submission)
+    script = sbatch_script(sub.plan, options)  # before anything is written: bad options fail
+    faults = options.faults_for(sub.plan.host_names, sub.plan.world_size, "slurm")
+    resilience = resilience_of(sub.settings)
     plan, code = prepare_local_run(submission)
     job = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
     job.plan_file.write_text(plan.to_json())
-    sub = submission_of(submission)  # what each node's metrics recorder applies (node.py reads it there)
+    # what each node's metrics recorder applies (node.py reads it there)
     MetricsSettings(sub.metric_definitions, sub.step_patterns).save(job.root)
     record = records.JobRecord(job_name=plan.job_name, job_id=f"{plan.job_name}-slurm", job_dir=str(job.root),
                                plan=plan.to_dict(), backend="slurm", launcher_pid=0)  # no launcher: Slurm runs it

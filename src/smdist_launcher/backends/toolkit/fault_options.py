@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .faults import parse_fault
+from .faults import Fault, check_targets, parse_fault
 
 
 class FaultOptions(BaseModel):
@@ -18,3 +18,13 @@ class FaultOptions(BaseModel):
         for value in values:
             parse_fault(value)  # ValueError saying what is allowed
         return values
+
+    def faults_for(self, hosts: list[str], world_size: int, key: str) -> list[Fault]:
+        """The faults in firing order; ValidationError (`<key>.inject`) for a host or rank the job does not have."""
+        faults = sorted((parse_fault(f) for f in self.inject), key=lambda f: f.at_s)
+        problems = check_targets(faults, hosts, world_size)
+        if problems:
+            from ...errors import ErrorItem, ValidationError
+
+            raise ValidationError([ErrorItem(f"{key}.inject", p) for p in problems])
+        return faults
