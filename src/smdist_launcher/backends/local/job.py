@@ -90,6 +90,7 @@ class LocalJob:
         self._host_paths: dict[str, MLPaths] = {}
         self._failure: tuple[str, str] | None = None  # the last failed attempt's (reason, diagnosis)
         self._attempt_times: dict[str, float] = {}
+        self._record_lock = threading.Lock()
         # metric_definitions over every rank line, each host's system samples: <job>/metrics.jsonl
         self.metrics = job_recorder(job_dir.root, metrics or MetricsSettings(), on_progress=self._show_progress)
         job_dir.plan_file.write_text(plan.to_json())
@@ -141,7 +142,8 @@ class LocalJob:
 
     # ---- the run --------------------------------------------------------------------------------
     def _save(self) -> None:
-        self.record.save(self.dir.record_file)
+        with self._record_lock:  # the progress watcher saves too (stragglers)
+            self.record.save(self.dir.record_file)
 
     def _phase(self, name: str, detail: str = "") -> None:
         self.record.enter_phase(name)

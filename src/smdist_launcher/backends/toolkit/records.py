@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -82,7 +83,9 @@ class JobRecord:
         return None if self.ended is None else self.ended - self.created
 
     def save(self, path: Path) -> None:
-        tmp = path.with_name(f".{path.name}.tmp")
+        # a name per writer: two writers (a job's threads, Slurm's attempt loop and a refreshing launcher) must not
+        # replace each other's half-written file
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
         os.replace(tmp, path)
 
