@@ -12,7 +12,8 @@ Measures, for bf16 and fp32:
     the data the routing table in src/smdist_launcher/smddp/routing.py is chosen from,
   * the slowdown of a bf16 GEMM running while each backend all-gathers on another stream.
 Timing: CUDA events around a loop of back-to-back eager calls (what a training step issues),
-median of several repetitions, after warm-up. Sizes are output bytes for AllGather, tensor
+median of several repetitions, after warm-up; AllReduce up to 4 MiB also as 20 calls captured
+in one CUDA graph and replayed (``--no-graph`` skips that). Sizes are output bytes for AllGather, tensor
 bytes for AllReduce and input bytes for ReduceScatter (nccl-tests' convention).
 busbw factors: AllReduce 2(n-1)/n, AllGather and ReduceScatter (n-1)/n.
 Stdlib + torch only (runs on the GPU image).
@@ -68,7 +69,7 @@ class Case:
             dist.all_reduce(self.inp, group=group)
 
 
-def time_per_call(fn, budget_s: float = 0.015, reps: int = 3) -> float:
+def time_per_call(fn, budget_s: float = 0.015, reps: int = 5) -> float:
     """Median seconds per call of ``fn`` (events around a loop, loop length fit to the budget)."""
     for _ in range(3):
         fn()
@@ -97,6 +98,40 @@ def time_per_call(fn, budget_s: float = 0.015, reps: int = 3) -> float:
     return float(t.item())
 
 
+GRAPH_MAX = 4 * MiB  # AllReduce sizes also timed inside a CUDA graph
+
+
+def time_in_graph(fn, calls: int = 20, reps: int = 5) -> float:
+    """Median seconds per call of ``fn`` captured ``calls`` times into one CUDA graph and replayed
+    (what a captured training step issues: no host time per call at all)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the default stream, as torch's graph docs advise
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(reps):
+        dist.barrier(group=_SYNC)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / 1e3 / calls)
+    del graph
+    t = torch.tensor([statistics.median(samples)], device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=_NCCL)
+    return float(t.item())
+
+
 def sweep(ws: int, sizes: list[int], dtypes: list[torch.dtype], smddp_pg, nccl_pg, force_path) -> list[dict]:
     rows = []
     for coll in ("all_gather", "all_reduce", "reduce_scatter"):
@@ -111,6 +146,8 @@ def sweep(ws: int, sizes: list[int], dtypes: list[torch.dtype], smddp_pg, nccl_p
                         force_path(smddp_pg, coll, forced)
                     try:
                         row[label] = time_per_call(lambda: case.run(group))
+                        if coll == "all_reduce" and nbytes <= GRAPH_MAX and not _NO_GRAPH:
+                            row["graph_" + label] = time_in_graph(lambda: case.run(group))
                     finally:
                         if forced is not None:
                             force_path(smddp_pg, coll, None)
@@ -185,6 +222,7 @@ def gemm_overlap(ws: int, smddp_pg, nccl_pg, nbytes: int = 256 * MiB) -> dict:
 
 _SYNC = None
 _NCCL = None
+_NO_GRAPH = False
 
 
 def cpu_issue_time(fn, iters: int = 20) -> float:
@@ -302,8 +340,9 @@ def summarize(paths: list[str]) -> str:
             lines.append(summarize_probe(rep))
             continue
         lines.append(f"\n### {ws} GPUs ({rep['device']}, torch {rep['torch']}, NCCL {rep['nccl']}, {rep['date']})\n")
-        lines.append("| collective | dtype | size | NCCL | smddp (routed) | ratio | forced paths |")
-        lines.append("|---|---|---|---|---|---|---|")
+        lines.append(f"smddp serves CUDA through: {rep.get('smddp_backend', 'python process group')}\n")
+        lines.append("| collective | dtype | size | NCCL | smddp (routed) | ratio | forced paths | in a CUDA graph |")
+        lines.append("|---|---|---|---|---|---|---|---|")
         for row in rep["rows"]:
             forced = [k for k in row if k.startswith("smddp:")]
             if row["bytes"] >= MiB:
@@ -316,9 +355,14 @@ def summarize(paths: list[str]) -> str:
                 n, s = row["nccl"] * 1e6, row["smddp"] * 1e6
                 cell = lambda k: f"{row[k] * 1e6:.1f}"
                 ratio = n / s
+            graph = ""
+            if "graph_nccl" in row:
+                g_n, g_s = row["graph_nccl"] * 1e6, row["graph_smddp"] * 1e6
+                graph = f"graph: NCCL {g_n:.1f}, smddp {g_s:.1f} us ({g_s / g_n:.2f}x time); "
+                graph += ", ".join(f"{k[12:]} {row[k] * 1e6:.1f}" for k in row if k.startswith("graph_smddp:"))
             lines.append(
                 f"| {row['collective']} | {row['dtype']} | {fmt_size(row['bytes'])} | {cell('nccl')} | {cell('smddp')} {unit} "
-                f"| {ratio:.2f}x | " + ", ".join(f"{k[6:]} {cell(k)}" for k in forced) + " |"
+                f"| {ratio:.2f}x | " + ", ".join(f"{k[6:]} {cell(k)}" for k in forced) + f" | {graph} |"
             )
         g = rep.get("gemm_overlap")
         if g:
@@ -331,19 +375,21 @@ def summarize(paths: list[str]) -> str:
 
 
 def main() -> None:
-    global _SYNC, _NCCL
+    global _SYNC, _NCCL, _NO_GRAPH
     parser = argparse.ArgumentParser()
     parser.add_argument("--out")
     parser.add_argument("--summarize", nargs="+", metavar="RESULT_JSON", help="print markdown tables and exit")
     parser.add_argument("--quick", action="store_true", help="few sizes, bf16 only (smoke check)")
     parser.add_argument("--no-gemm", action="store_true")
     parser.add_argument("--probe", action="store_true", help="time fast-path variants (staging, stream layout)")
+    parser.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph AllReduce timings")
     args = parser.parse_args()
     if args.summarize:
         print(summarize(args.summarize))
         return
     if not args.out:
         parser.error("--out is required for a measurement run")
+    _NO_GRAPH = args.no_graph
 
     import faulthandler
 
@@ -369,8 +415,16 @@ def main() -> None:
         "torch": torch.__version__,
         "nccl": ".".join(map(str, torch.cuda.nccl.version())),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "env": {k: os.environ.get(k) for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "SMDDP_CE_SPLITS")},
+        "env": {k: os.environ.get(k) for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "SMDDP_CE_SPLITS",
+                                               "SMDDP_NATIVE_BACKEND")},
     }
+    from smdist_launcher.smddp import native_backend
+
+    native = native_backend.native_backend_of(smddp_pg) is not None
+    report["smddp_backend"] = "native C++ backend" if native else (
+        f"python process group ({native_backend.unavailable_reason() or 'native backend not tried'})")
+    if dist.get_rank() == 0:
+        print(json.dumps({"smddp_backend": report["smddp_backend"]}), flush=True)
     if args.probe:
         report["probe"] = probe(ws, smddp_pg, nccl_pg, force_path)
         if dist.get_rank() == 0:

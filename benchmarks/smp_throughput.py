@@ -34,6 +34,9 @@ from smdist_launcher.smp.reference_models import GPT, GPTConfig, lm_loss  # noqa
 from smdist_launcher.smp.state import reset_state  # noqa: E402
 
 PEAK_FLOPS = 989e12
+PROFILE = False  # --profile
+PROFILE_DIR = ""  # where rank 0 appends each profiled case's op table (profile.txt)
+PROFILE_CASE = ""
 MODELS = {
     "1.3b": GPTConfig(dim=2048, n_layers=24, n_heads=16, vocab_size=32000),
     "6.7b": GPTConfig(dim=4096, n_layers=32, n_heads=32, vocab_size=32000),
@@ -156,6 +159,10 @@ def run_case(case: Case, device: torch.device, warmup: int, steps: int) -> dict:
     elapsed = time.perf_counter() - t0
     tok_per_gpu = global_batch * case.seq * steps / elapsed / world
     phases = phase_times(model, opt, x, y, device)
+    global PROFILE_CASE
+    PROFILE_CASE = f"{case.model}:{case.name}"
+    if PROFILE:
+        phases.update(host_profile(step, device))
     peak = torch.tensor([torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else 0.0], device=device)
     dist.all_reduce(peak, op=dist.ReduceOp.MAX)
     row = {**asdict(case), "global_batch": global_batch, "step_s": elapsed / steps,
@@ -166,6 +173,25 @@ def run_case(case: Case, device: torch.device, warmup: int, steps: int) -> dict:
         offloader.remove()
     del model, opt, offloader
     return row
+
+
+def host_profile(step, device: torch.device) -> dict:
+    """One step under torch.profiler: how many ops the host launches and the GPU's kernel time (rank 0's view)."""
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        step()
+        sync(device)
+    events = prof.events()
+    ops = sum(1 for e in events if e.device_type.name == "CPU" and e.name.startswith("aten::"))
+    kernel_us = sum(e.device_time for e in events if e.device_type.name == "CUDA")
+    dtensor = sum(e.cpu_time for e in events if "Redistribute" in e.name or "DTensor" in e.name)
+    if dist.get_rank() == 0 and PROFILE_DIR:
+        table = prof.key_averages().table(sort_by="device_time_total" if device.type == "cuda" else "cpu_time_total",
+                                          row_limit=25, max_name_column_width=60)
+        with open(os.path.join(PROFILE_DIR, "profile.txt"), "a", encoding="utf-8") as fh:
+            fh.write(f"=== {PROFILE_CASE}\n{table}\n")
+    return {"aten_ops_per_step": ops, "kernel_s_per_step": kernel_us / 1e6, "dtensor_host_s": dtensor / 1e6}
 
 
 def phase_times(model, opt, x, y, device: torch.device) -> dict:
@@ -218,15 +244,21 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--only", default="", help="comma-separated substrings of case names (model:name) to run")
     ap.add_argument("--reverse", action="store_true", help="run the selected cases in reverse order")
+    ap.add_argument("--profile", action="store_true", help="one extra step under torch.profiler per case")
     args = ap.parse_args()
+    global PROFILE, PROFILE_DIR
+    PROFILE = args.profile
+    PROFILE_DIR = args.out
     from smdist_launcher.smp import process_group
     process_group.ensure_initialized(timeout_s=180)
     device = process_group.current_device()
     rank = dist.get_rank()
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "results.jsonl")
-    selected = [c for c in cases(args.tiny)
-                if not args.only or any(s in f"{c.model}:{c.name}" for s in args.only.split(","))]
+    def wanted(key: str) -> bool:  # "model:name" substrings; a trailing $ asks for that exact case
+        return not args.only or any(key == s[:-1] if s.endswith("$") else s in key for s in args.only.split(","))
+
+    selected = [c for c in cases(args.tiny) if wanted(f"{c.model}:{c.name}")]
     if args.reverse:
         selected.reverse()
     rows = []
@@ -267,7 +299,9 @@ def format_row(r: dict) -> str:
         return f"{head} {r['error']}"
     return (f"{head} {r['tokens_per_s_per_gpu']:>9.0f} tok/s/GPU  MFU {100 * r['mfu']:5.1f}%  "
             f"peak {r['peak_gib']:6.1f} GiB  step {r['step_s']:.3f}s  "
-            f"(fwd {r['fwd_s']:.3f} bwd {r['bwd_s']:.3f} opt {r['opt_s']:.3f})")
+            f"(fwd {r['fwd_s']:.3f} bwd {r['bwd_s']:.3f} opt {r['opt_s']:.3f})"
+            + (f"  aten ops/step {r['aten_ops_per_step']} kernels {r['kernel_s_per_step']:.3f}s"
+               if "aten_ops_per_step" in r else ""))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ APT_PACKAGES=(
   munge                # Slurm's authentication daemon (a private munged per test cluster)
   chromium             # headless browser: tests load `smdist report`'s page and check its plots render
 )
-PIP_EXTRAS="torch,aws,test,lint"
+PIP_EXTRAS="torch,aws,pack,k8s,test,lint"
 TORCH_PIN="torch==2.13.0"  # installed first and pinned: the CPU wheel; a range would pull a CUDA build
 IMPORT_CHECK="import smdist_launcher, torch, numpy, mpi4py, moto, pytest, mypy, ruff"
 # Another apt/dpkg (unattended-upgrades, a second shell) may hold the package lock: wait for it this long.

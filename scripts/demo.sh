@@ -9,4 +9,12 @@ echo "[demo] writing the synthetic MNIST-shaped data set to data/mnist"
 JOB=${SMDIST_DEMO_JOB:-examples/mnist/job_torch_distributed.yaml}
 echo "[demo] smdist run $JOB (about a minute on 2 cores; afterwards: .venv/bin/smdist jobs, .venv/bin/smdist logs)"
 # "$@" passes overrides through, e.g. --instance-count 3; other launchers: examples/mnist/job_{pytorchddp,mpi}.yaml
-exec .venv/bin/smdist run "$JOB" "$@"
+status=0
+.venv/bin/smdist run "$JOB" "$@" || status=$?
+# The job's report: its metric_definitions' loss curve and accuracy, hosts, attempts, failure if any
+if REPORT=$(.venv/bin/smdist report); then
+    NAME=$(basename "$(dirname "$REPORT")")
+    echo "[demo] the report (loss curve, accuracy, hosts, timeline): $REPORT"
+    echo "[demo] write it again any time: .venv/bin/smdist report $NAME"
+fi
+exit "$status"

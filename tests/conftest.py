@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-# The moto S3 fixtures (`moto_endpoint`, `s3`) for every test folder: a test names them, nothing to import.
-pytest_plugins = ["backends.moto_s3"]
+# The moto S3 fixtures (`moto_endpoint`, `s3`) for every test folder: a test names them, nothing to import;
+# skip_policy: only GPU tests may skip in CI.
+pytest_plugins = ["backends.moto_s3", "skip_policy"]
 
 MNIST_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "mnist"
 
@@ -44,12 +45,27 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 _PREBUILD = pytest.StashKey["tuple[subprocess.Popen[bytes], Path]"]()
 _PREBUILD_SDK_V3 = pytest.StashKey["tuple[subprocess.Popen[bytes], Path]"]()
 SDK_V3_TESTS = Path(__file__).resolve().parent / "serve" / "test_sdk_v3_client.py"
+SDK_V3_FIXTURE = "sdk_v3_python"
+
+
+@pytest.fixture(scope="session")
+def sdk_v3_python() -> Path:
+    """The official SDK v3's venv python ($SMDIST_TEST_SDK_V3_PYTHON: one you already have), built or waited for
+    whatever test asks first: no test depends on another having built it (serve/sdk_v3_env.py: cached, locked)."""
+    given = os.environ.get("SMDIST_TEST_SDK_V3_PYTHON")
+    if given:
+        return Path(given)
+    from serve.sdk_v3_env import build
+
+    return build()
 
 
 def _prebuild_sdk_v3(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The SDK v3 venv (minutes to build with a cold cache) starts building at collection, in the background, when
-    its tests were collected; their session fixture waits for it (serve/sdk_v3_env.py)."""
-    if os.environ.get("SMDIST_TEST_SDK_V3_PYTHON") or not any(Path(str(i.path)) == SDK_V3_TESTS for i in items):
+    a test that needs it was collected; the `sdk_v3_python` fixture waits for it (serve/sdk_v3_env.py)."""
+    needed = any(Path(str(i.path)) == SDK_V3_TESTS or SDK_V3_FIXTURE in getattr(i, "fixturenames", ())
+                 for i in items)
+    if os.environ.get("SMDIST_TEST_SDK_V3_PYTHON") or not needed:
         return
     from serve.sdk_v3_env import prebuild_in_background as prebuild_sdk_v3
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
 _EXPORTS = {
+    "__version__": "smdist_launcher.package_info",
     "PyTorch": "smdist_launcher.estimators",
     "TensorFlow": "smdist_launcher.estimators",
     "HuggingFace": "smdist_launcher.estimators",
@@ -26,7 +25,7 @@ _EXPORTS = {
     "JobFailedError": "smdist_launcher.errors",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(name for name in _EXPORTS if not name.startswith("_"))
 
 if TYPE_CHECKING:  # pragma: no cover
     # `X as X`: an explicit re-export (what __getattr__ returns at run time), for type checkers and linters
@@ -45,6 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
         TensorFlow as TensorFlow,
         estimator_from_job_file as estimator_from_job_file,
     )
+    from .package_info import __version__ as __version__
     from .plan.model import LaunchPlan as LaunchPlan
 
 
@@ -58,4 +58,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -90,3 +90,55 @@ def test_job_states_have_one_definition_of_terminal() -> None:
     assert {s.value for s in JobState if s.is_terminal} == set(FINAL_STATUSES)
     assert not JobState.STOPPING.is_terminal and not JobState.IN_PROGRESS.is_terminal
     assert is_terminal({"TrainingJobStatus": "Stopped"}) and not is_terminal({"TrainingJobStatus": "Stopping"})
+
+
+def test_the_run_policy_is_read_once_from_the_arguments(tmp_path: Path) -> None:
+    """Every backend reads retries, monitoring and metric definitions from Submission.policy (typed), never through
+    getattr on the arguments; a bare plan's policy is one attempt, no monitoring."""
+    from smdist_launcher.backends.api import RunPolicy, Submission
+    from smdist_launcher.backends.toolkit.resilience_plan import resilience_of
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    est = PyTorch(entry_point="train.py", source_dir=str(tmp_path), instance_type="local", instance_count=1,
+                  framework_version="2.3", py_version="py311", max_retry_attempts=3,
+                  resilience={"retry_on": "any", "log_monitoring": [{"name": "step", "pattern": r"step (\d+)",
+                                                                     "expected_every_s": 30}]},
+                  metric_definitions=[{"Name": "loss", "Regex": r"loss (\S+)"}])
+    submission = est.submission(est.plan())
+    policy = submission.policy
+    assert isinstance(policy, RunPolicy) and policy.max_retry_attempts == 3 and not policy.use_spot_instances
+    assert policy.resilience.retry_on == "any" and submission.step_patterns == [r"step (\d+)"]
+    assert submission.metric_definitions == [{"Name": "loss", "Regex": r"loss (\S+)"}]
+    plan = resilience_of(policy)
+    assert (plan.max_attempts, plan.retry_on, [m.name for m in plan.monitors]) == (3, "any", ["step"])
+    bare = Submission(plan=submission.plan)
+    assert bare.policy == RunPolicy() and resilience_of(bare.policy).max_attempts == 1
+
+
+def test_the_run_policy_carries_max_run_run_as_and_faults(tmp_path: Path) -> None:
+    """max_run and output compression from the arguments; run-as and faults (typed, checked against the job) from the
+    backend's options, completed once by its dry run; serve gives a container-command request's policy."""
+    from smdist_launcher.backends.api import RunPolicy, Submission
+    from smdist_launcher.backends.local.backend import ProcessBackend
+    from smdist_launcher.backends.toolkit.faults import Fault
+    from smdist_launcher.errors import ValidationError
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    est = PyTorch(entry_point="train.py", source_dir=str(tmp_path), instance_type="local", instance_count=2,
+                  framework_version="2.3", py_version="py311", max_run=600, disable_output_compression=True)
+    submission = est.submission(est.plan())
+    assert (submission.policy.max_run, submission.policy.disable_output_compression) == (600, True)
+    assert (submission.policy.run_as, submission.policy.faults) == (None, ())
+    dry = ProcessBackend().dryrun(submission, {"run_as": "nobody", "inject": ["kill-rank:1@5", "kill-host:algo-2@2"]})
+    assert dry.submission.policy.run_as == "nobody"
+    assert dry.submission.policy.faults == (Fault("kill-host", "algo-2", 2.0), Fault("kill-rank", "1", 5.0))
+    with pytest.raises(ValidationError, match="process.inject"):
+        ProcessBackend().dryrun(submission, {"inject": ["kill-host:algo-3@2"]})
+    # a container-command request: serve gives the policy (serve/container_jobs.py), there are no settings
+    policy = RunPolicy(metric_definitions=({"Name": "loss", "Regex": "loss (.*)"},), max_retry_attempts=2,
+                       use_spot_instances=True)
+    container = Submission(plan=submission.plan, policy=policy)
+    assert container.settings is None and container.policy.max_retry_attempts == 2
+    assert container.policy.use_spot_instances and container.metric_definitions == [{"Name": "loss",
+                                                                                      "Regex": "loss (.*)"}]
+    assert Submission(plan=submission.plan).policy.max_run == 600  # a bare plan's max_run: the plan's

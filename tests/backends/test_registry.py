@@ -10,7 +10,7 @@ def test_every_backend_implements_the_interface_and_the_default():
     from smdist_launcher.backends.api import Backend
 
     assert registry.DEFAULT == "process"
-    assert registry.names() == ["process", "netns", "docker", "slurm", "sagemaker"]
+    assert registry.names() == ["process", "netns", "docker", "slurm", "sagemaker", "kubernetes"]
     for name in registry.names():
         backend = registry.get(name)
         assert isinstance(backend, Backend) and backend.name == name

@@ -80,7 +80,7 @@ def failed_job(root: Path, name: str = "report-demo") -> JobDir:
                                      "Current thread 0x00007f (most recent call first):\n"
                                      '  File "train.py", line 9 in all_reduce_wait\n')
     (stacks / "4242.exit").write_text(json.dumps({"pid": 4242, "code": 1, "time_ns": int((t0 + 41) * 1e9)}))
-    kept = job.root / "attempts" / "1" / "algo-2"
+    kept = job.root / "attempts" / "1" / "algo-2" / "opt" / "ml" / "output"  # the kept layout (toolkit/attempt/)
     kept.mkdir(parents=True)
     (kept / "failure.json").write_text(json.dumps({"host": "algo-2", "rank": 1, "exit_code": -9,
                                                    "signal": "SIGKILL", "traceback": []}))

@@ -1,6 +1,7 @@
 import sys
 
 from smdist_launcher.container.commands import (
+    TORCHRUN_AGENT_MODULE,
     host_option_indexes,
     is_mpirun,
     is_torchrun,
@@ -14,7 +15,9 @@ from smdist_launcher.container.commands import (
 def test_resolve_python_and_torchrun():
     assert resolve_python(["python", "t.py"]) == [sys.executable, "t.py"]
     argv = resolve_python(["torchrun", "--nnodes", "1", "t.py"])
-    assert argv[:3] == [sys.executable, "-m", "torch.distributed.run"] and is_torchrun(argv)
+    assert argv[:3] == [sys.executable, "-m", TORCHRUN_AGENT_MODULE] and is_torchrun(argv)
+    plain = resolve_python(["python", "-m", "torch.distributed.run", "--nnodes", "2", "t.py"])
+    assert plain == [sys.executable, "-m", TORCHRUN_AGENT_MODULE, "--nnodes", "2", "t.py"]
     assert torchrun_with_tee(argv)[3:5] == ["--tee", "3"]
     assert torchrun_with_tee(["torchrun", "--tee", "1", "t.py"]) == ["torchrun", "--tee", "1", "t.py"]
     assert resolve_python(["/bin/sh", "x.sh"]) == ["/bin/sh", "x.sh"]

@@ -3,6 +3,7 @@ a container, with what v3's drivers expect on PATH and a private /opt/ml require
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -48,7 +49,11 @@ def test_an_entry_point_that_does_not_exist_exits_127() -> None:
 
 def test_python3_on_path_is_the_runtimes_and_mpi_rank_cwd_is_dropped(tmp_path: Path) -> None:
     env = command_env({"PATH": "/usr/bin:/bin", "SMDIST_RANK_CWD": "/opt/ml/code"}, tmp_path / "shim")
-    assert env["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
+    assert env["PATH"].split(os.pathsep)[:2] == [str(tmp_path / "shim"), os.path.dirname(sys.executable)]
+    # torchrun on PATH is ours: its store outlives every agent's exit barrier (container/torchrun_agent.py)
+    torchrun = shutil.which("torchrun", path=env["PATH"])
+    assert torchrun == str(tmp_path / "shim" / "torchrun")
+    assert "smdist_launcher.container.torchrun_agent" in Path(torchrun).read_text()
     assert "SMDIST_RANK_CWD" not in env
 
 

@@ -1,6 +1,16 @@
 import json
+import socket
 
-from smdist_launcher.container.failure import FailureTracker, failure_text, write_failure, write_success
+import pytest
+
+from smdist_launcher.container.failure import (
+    FailureTracker,
+    exception_of,
+    failure_text,
+    is_timeout,
+    write_failure,
+    write_success,
+)
 
 TORCHRUN_SUMMARY = [
     "E1122 11:13:14.364000 7055 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) "
@@ -103,3 +113,68 @@ def test_a_plain_ddp_script_under_mpirun_gets_a_hint():
     t.observe(0, "Traceback (most recent call last):", 10)
     t.observe(0, "ValueError: boom", 11)
     assert t.diagnosis(1, ["python"])["hint"] is None and "Hint" not in failure_text(t.diagnosis(1, ["python"]))
+
+
+def _raised(make) -> list[str]:
+    """The traceback lines of what `make()` raises, as a rank prints them."""
+    import traceback
+
+    try:
+        make()
+    except BaseException as exc:  # noqa: BLE001
+        return "".join(traceback.format_exception(exc)).splitlines()
+    raise AssertionError("nothing raised")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _accept_nobody() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        s.settimeout(0.01)
+        s.accept()
+
+
+def test_real_timeouts_are_timeouts_by_their_class_and_form():
+    """Real errors: a TCPStore whose second client never comes, a key never set, a socket's own timeout."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    no_clients = _raised(lambda: dist.TCPStore("127.0.0.1", _free_port(), 2, True, timedelta(seconds=1)))
+    store = dist.TCPStore("127.0.0.1", _free_port(), 1, True, timedelta(seconds=5))
+    no_key = _raised(lambda: store.wait(["never"], timedelta(milliseconds=50)))
+    for lines in (no_clients, no_key):
+        found = exception_of(lines)
+        assert found is not None and found[0].endswith("DistStoreError") and is_timeout(lines), lines[-1]
+    accept = _raised(_accept_nobody)
+    assert exception_of(accept) == ("TimeoutError", "timed out") and is_timeout(accept)
+
+
+WATCHDOG = ("[rank1]:[E1122 11:13:14.364000 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=668, OpType=ALLREDUCE, NumelIn=52, NumelOut=52, Timeout(ms)=600000) ran for "
+            "600097 milliseconds before timing out.")
+
+
+@pytest.mark.parametrize(("lines", "timeout"), [
+    (["Traceback (most recent call last):", "TimeoutError: [Errno 110] Connection timed out"], True),
+    (["socket.timeout: timed out"], True),
+    (["torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"], True),
+    ([WATCHDOG, "Fatal Python error: Aborted"], True),
+    (["[rank0]: torch.distributed.DistNetworkError: The client socket has timed out after 60000ms while trying to "
+      "connect to (10.0.0.1, 29500)."], True),
+    # the word alone is no timeout: the script's own errors, a peer that went away
+    (["ValueError: timeout must be positive, got -1"], False),
+    (["KeyError: 'timeout'"], False),
+    (["RuntimeError: the data loader timed out"], False),
+    (["torch.distributed.DistNetworkError: Connection reset by peer"], False),
+    (["torch.distributed.DistStoreError: timeout in my own words"], False),
+    ([], False),
+])
+def test_timeouts_are_recognised_by_exception_class_not_by_a_word(lines, timeout):
+    assert is_timeout(lines) is timeout

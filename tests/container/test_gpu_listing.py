@@ -9,6 +9,8 @@ from pathlib import Path
 from smdist_launcher.container.container_command import command_env
 from smdist_launcher.container.gpu_listing import filter_listing
 
+from .odd_interpreter import use_odd_interpreter
+
 LISTING = """GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaaa0000)
 GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbbb1111)
   MIG 1g.10gb     Device  0: (UUID: MIG-cccc2222)
@@ -63,6 +65,22 @@ def test_uuids_and_mig_lines() -> None:
                                                          "  MIG 1g.10gb     Device  0: (UUID: MIG-cccc2222)\n")
 
 
-def test_no_shim_without_a_real_nvidia_smi(tmp_path: Path) -> None:
+def test_no_nvidia_smi_shim_without_a_real_nvidia_smi(tmp_path: Path) -> None:
+    """The shim folder holds the torchrun shim on every host; an nvidia-smi shim only where a real one exists."""
+    from smdist_launcher.container.gpu_listing import REAL_NVIDIA_SMI_ENV
+
     env = command_env({"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": "0"}, tmp_path / "shim")
-    assert not (tmp_path / "shim").exists() and str(tmp_path / "shim") not in env["PATH"]
+    assert not (tmp_path / "shim" / "nvidia-smi").exists() and REAL_NVIDIA_SMI_ENV not in env
+
+
+def test_the_shim_takes_the_interpreter_path_literally(tmp_path: Path, monkeypatch) -> None:
+    """An interpreter in a folder with a space, a `$` and quotes: the shim still runs it (shlex-quoted)."""
+    from smdist_launcher.container import gpu_listing
+
+    use_odd_interpreter(tmp_path, monkeypatch)
+    shim = gpu_listing.write_shim(tmp_path / "bin")
+    real = _fake_nvidia_smi(tmp_path / "driver")
+    done = subprocess.run([str(shim), "-L"], env={**os.environ, gpu_listing.REAL_NVIDIA_SMI_ENV: str(real)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == LISTING

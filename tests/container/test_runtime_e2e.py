@@ -244,7 +244,8 @@ def test_a_host_runtime_detects_a_hang_itself(make_job):
     from smdist_launcher.container.host_resilience import RESILIENCE_ENV, HostResilience
 
     job = make_job(make_plan("torchrun", hosts=1), STEPS_THEN_STUCK)
-    settings = HostResilience(monitors=[Monitor("step", r"step (\d+)", expected_every_s=3)])  # from the first line
+    # the grace covers the ranks' start (the clock would else run from the host's), not the silence after step 0
+    settings = HostResilience(monitors=[Monitor("step", r"step (\d+)", expected_every_s=3, start_after_s=60)])
     job.start({RESILIENCE_ENV: settings.encode()})
     [(code, text)] = job.wait(timeout=180).values()
     assert code == 1
@@ -253,6 +254,21 @@ def test_a_host_runtime_detects_a_hang_itself(make_job):
     assert sorted(r["rank"] for r in failure["still_running"]) == [0, 1], text
     assert "stuck_in_named_function" in "\n".join(failure["traceback"])
     assert "dumping every rank's stack" in text
+
+
+def test_a_rank_silent_from_its_start_hangs_too(make_job):
+    """Stuck before its first line (rendezvous, NCCL init): the monitor's clock runs from the host's start, not from a
+    first rank line that never comes (max_run was the only way out)."""
+    from smdist_launcher.container.hang_detector import Monitor
+    from smdist_launcher.container.host_resilience import RESILIENCE_ENV, HostResilience
+
+    job = make_job(make_plan("python", hosts=1, ppn=1), "import time\ntime.sleep(300)\n")
+    settings = HostResilience(monitors=[Monitor("step", r"step (\d+)", expected_every_s=2, start_after_s=1)])
+    job.start({RESILIENCE_ENV: settings.encode()})
+    [(code, text)] = job.wait(timeout=120).values()
+    assert code == 1, text
+    failure = job.failure("algo-1")
+    assert failure["cause"] == "hang" and failure["traceback"][0].startswith("hang: no line matched log monitor 'step'")
 
 
 FAILS_ONCE = """

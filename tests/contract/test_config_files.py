@@ -68,3 +68,31 @@ def test_json_roundtrip_and_bad_json(tmp_path):
     with pytest.raises(ValueError, match="bad.json: not valid JSON"):
         read_json(tmp_path / "bad.json")
     assert json.loads((tmp_path / "a" / "x.json").read_text()) == {"b": 1}
+
+
+# ---- links planted by a job's code in its own folder (issue 28) ----------------------------------
+def test_write_json_never_writes_through_a_planted_temp_link(tmp_path):
+    """The old temp name was .<name>.<pid>.tmp, opened O_TRUNC: a link planted there made root write any file."""
+    import os
+
+    sentinel = tmp_path / "shadow"
+    sentinel.write_bytes(b"root:x:0:0\n")
+    folder = tmp_path / "config"
+    folder.mkdir()
+    for pid in {os.getpid(), os.getppid(), *range(1, 64)}:
+        (folder / f".hyperparameters.json.{pid}.tmp").symlink_to(sentinel)
+    (folder / "hyperparameters.json").symlink_to(sentinel)  # and the file itself: replaced, not written through
+    write_json(folder / "hyperparameters.json", {"a": 1})
+    assert sentinel.read_bytes() == b"root:x:0:0\n"
+    assert json.loads((folder / "hyperparameters.json").read_text()) == {"a": 1}
+    assert not (folder / "hyperparameters.json").is_symlink()
+    assert not any(p.name.endswith(".tmp") and not p.is_symlink() for p in folder.iterdir())
+
+
+def test_read_json_refuses_a_linked_file(tmp_path):
+    sentinel = tmp_path / "root-config.json"
+    sentinel.write_text('{"aws_secret_access_key": "x"}')
+    (tmp_path / "hyperparameters.json").symlink_to(sentinel)
+    with pytest.raises(OSError):
+        read_json(tmp_path / "hyperparameters.json")
+    assert read_json(tmp_path / "missing.json", default={"d": 1}) == {"d": 1}

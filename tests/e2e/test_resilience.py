@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from backends.resilience_job import model_weights, resilience_estimator
+from backends.resilience_job import (
+    archive_members,
+    assert_retried_cleanly,
+    channel_shapes,
+    model_weights,
+    resilience_estimator,
+    shapes_estimator,
+)
 from smdist_launcher import PyTorch
 from smdist_launcher.errors import JobFailedError
 
@@ -81,7 +88,9 @@ def test_a_script_error_is_not_retried_unless_retry_on_any(tmp_path: Path) -> No
 
 
 def test_a_hang_is_detected_named_and_retried_and_a_restart_from_zero_is_flagged(tmp_path: Path) -> None:
-    monitor = {"log_monitoring": [{"name": "step", "pattern": r"step (\d+)", "expected_every_s": 4}]}
+    # start_after_s: the grace until the first step (torch, rendezvous, DDP), measured from the hosts' start
+    monitor = {"log_monitoring": [{"name": "step", "pattern": r"step (\d+)", "expected_every_s": 4,
+                                   "start_after_s": 60}]}
     est = _estimator(tmp_path, "hang", max_retry_attempts=2, resilience=monitor,
                      environment={"HANG_RANK": "1", "RESUME": "0", "STEPS": "8", "STEP_S": "0.1"})
     started = time.monotonic()
@@ -107,3 +116,66 @@ def test_a_killed_rank_restarts_in_place_before_any_job_restart(tmp_path: Path) 
     after = log.split("restarting them in place", 1)[1]
     restarted_at = int(after.split("] step ", 1)[1].split()[0])  # the first step of the restarted ranks
     assert 0 < restarted_at and restarted_at % 4 == 0  # from the last checkpoint, not from step 0
+
+
+
+def test_a_retry_stages_every_channel_shape_afresh_and_keeps_only_the_last_attempts_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A single-file, a folder and a sharded channel; attempt 1 fails (algo-2 exits 3), attempt 2 starts from fresh
+    trees, restored from the checkpoints: the archives hold attempt 2's files only, attempt 1's stay under attempts/1
+    and the report lists its failure. (Before the one kept layout: `[Errno 17] File exists` staging attempt 2.)"""
+    est = shapes_estimator(tmp_path, fail="exit3", resilience={"retry_on": "any"})
+    job = est.fit(channel_shapes(tmp_path), logs=False, jobs_root=str(tmp_path / "jobs"))
+    assert_retried_cleanly(job.job_dir, "script_error", {"algo-1": ["0"], "algo-2": ["0"]})
+    data = job.job_dir / "hosts" / "algo-2" / "opt" / "ml" / "output" / "data"
+    seen = json.loads((data / "data-attempt2-algo-2-0.json").read_text())["seen"]
+    assert seen == {"single": ["train.csv"], "folder": ["a.csv"], "sharded": ["part-1.csv", "part-3.csv"]}
+    kept = job.job_dir / "attempts" / "1" / "algo-2" / "opt" / "ml" / "output"
+    assert (kept / "failure").exists()
+    from smdist_launcher.backends.toolkit.job_report import read_report
+
+    assert list(read_report(job.job_dir).earlier_failures) == [1]
+    from smdist_launcher.backends.api import Job
+
+    assert isinstance(job, Job)  # what every backend's submit() returns
+
+    # `smdist status` lists attempt 1's failure and where its files are kept
+    from smdist_launcher.cli.main import main
+
+    assert main(["status", job.job_name, "--jobs-dir", str(tmp_path / "jobs")]) == 0
+    out = capsys.readouterr().out
+    assert "attempt 1: script_error: host algo-2" in out and "(its files: attempts/1/)" in out
+
+
+@pytest.mark.mpi
+def test_a_killed_mpi_host_is_retried_on_fresh_trees(tmp_path: Path) -> None:
+    """2 hosts x 2 ranks under mpirun; kill-host:algo-2 in attempt 1: attempt 2's workers must not find the
+    master's old failure.json or master_done.json (fresh trees), and it ends Completed."""
+    est = shapes_estimator(tmp_path, fail="wait", distribution={"mpi": {"enabled": True, "processes_per_host": 2}})
+    job = est.fit(logs=False, jobs_root=str(tmp_path / "jobs"), inject=["kill-host:algo-2@1"])
+    record = assert_retried_cleanly(job.job_dir, "host_lost", {"algo-1": ["0", "1"], "algo-2": ["2", "3"]})
+    assert "algo-2" in record["attempts"][0]["reason"]
+
+
+def test_a_retry_that_cannot_start_still_finishes_the_job_with_the_real_cause(tmp_path: Path) -> None:
+    """Attempt 1 fails (exit 3) and its input goes away: attempt 2 cannot be staged. The job still ends through its
+    finish: attempt 1's outputs packed from its kept trees, the reason its exit 3 and then why attempt 2 did not start
+    (before: "the job could not start: ..." only, no output/, the exit 3 lost)."""
+    inputs = channel_shapes(tmp_path)
+    single = Path(inputs["single"])
+    est = shapes_estimator(tmp_path, fail="exit3", resilience={"retry_on": "any"},
+                           environment={"REMOVE_ON_FAILURE": str(single)})
+    (tmp_path / "src" / "train.py").write_text(
+        "import os, sys\n"
+        "if os.environ['SMDIST_ATTEMPT'] == '1' and os.environ['SM_CURRENT_HOST'] == 'algo-2':\n"
+        "    os.remove(os.environ['REMOVE_ON_FAILURE'])\n" + (tmp_path / "src" / "train.py").read_text())
+    with pytest.raises(JobFailedError):
+        est.fit(inputs, logs=False, jobs_root=str(tmp_path / "jobs"))
+    job_dir = next((tmp_path / "jobs").iterdir())
+    record = json.loads((job_dir / "job.json").read_text())
+    assert record["status"] == "Failed" and [a["cause"] for a in record["attempts"]] == ["script_error"]
+    reason = record["failure_reason"]
+    assert reason.startswith("host algo-2, rank 1 failed first with exit code 3; ")
+    assert reason.endswith("attempt 2 could not start: FileNotFoundError: inputs.single: "
+                           f"{single.as_uri()} does not exist; create it or fix the path")
+    assert "weights-attempt1-algo-2-0.txt" in archive_members(record["model_data"])  # attempt 1, packed

@@ -74,6 +74,8 @@ def _cases() -> list[Any]:
     params = []
     for folder in sorted(p for p in CORPUS.iterdir() if (p / "job.yaml").is_file()) if CORPUS.is_dir() else []:
         marks = [pytest.mark.mpi] if _uses_mpi(folder / "job.yaml") else []
+        if _job_file(folder / "job.yaml").get("instance_type") == "local_gpu":
+            marks.append(pytest.mark.gpu)  # skipped without GPUs: only `gpu` tests may skip in CI (skip_policy.py)
         params.append(pytest.param(folder, id=folder.name, marks=marks))
     return params
 

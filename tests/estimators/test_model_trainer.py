@@ -279,16 +279,10 @@ def _parity_cases(src: str) -> dict[str, dict[str, Any]]:
     }
 
 
-def test_the_official_v3_objects_plan_like_ours(src: Path) -> None:
-    """Real `sagemaker` 3.x objects, read by our ModelTrainer in the SDK v3 venv of tests/serve (only when already
-    built: building it is the serve tests' job)."""
+def test_the_official_v3_objects_plan_like_ours(src: Path, sdk_v3_python: Path) -> None:
+    """Real `sagemaker` 3.x objects, read by our ModelTrainer in the SDK v3 venv (the `sdk_v3_python` fixture)."""
     import os
     import subprocess
-
-    from serve import sdk_v3_env
-
-    if not sdk_v3_env.is_built():
-        pytest.skip("the SDK v3 venv is not built (tests/serve/sdk_v3_env.py builds it)")
     script = _PARITY + '''
 out = {}
 for name, kwargs in cases(sys.argv[1]):
@@ -298,7 +292,7 @@ print(json.dumps(out))
 '''
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root / "src")}
-    done = subprocess.run([str(sdk_v3_env.python()), "-c", script, str(src), IMAGE], capture_output=True, text=True,
+    done = subprocess.run([str(sdk_v3_python), "-c", script, str(src), IMAGE], capture_output=True, text=True,
                           env=env, timeout=300, cwd=src)
     assert done.returncode == 0, done.stderr[-3000:]
     theirs = json.loads(done.stdout.strip().splitlines()[-1])

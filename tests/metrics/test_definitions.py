@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from smdist_launcher.jobspec.estimator_args import MetricDefinition
-from smdist_launcher.metrics.definitions import MetricParser
+from smdist_launcher.metrics.definitions import MAX_TIMEOUTS, MetricParser
 
 
 def test_the_first_group_of_each_matching_regex_is_the_value() -> None:
@@ -40,3 +40,29 @@ def test_no_definitions_parse_nothing() -> None:
     parser = MetricParser([])
     assert not parser
     assert parser.parse("loss: 1") == []
+
+
+# Catastrophic backtracking for any backtracking engine: with Python's `re` this search holds the GIL for hours.
+CATASTROPHIC = {"Name": "redos", "Regex": r"(a|aa)+$"}
+CATASTROPHIC_LINE = "a" * 60 + "!"
+
+
+def test_a_catastrophic_regex_is_disabled_and_the_others_go_on() -> None:
+    notes: list[tuple[str, str]] = []
+    parser = MetricParser([{"Name": "loss", "Regex": r"loss=([0-9.]+)"}, CATASTROPHIC],
+                          on_disabled=lambda name, why: notes.append((name, why)), timeout_s=0.05)
+    for _ in range(MAX_TIMEOUTS - 1):  # a timeout may be a stall of a loaded machine: not disabled yet
+        assert parser.parse(CATASTROPHIC_LINE) == [] and not parser.disabled
+    assert parser.parse(CATASTROPHIC_LINE) == []
+    assert list(parser.disabled) == ["redos"] and [n for n, _ in notes] == ["redos"], notes
+    assert "ran longer than" in notes[0][1]
+    assert parser.parse(CATASTROPHIC_LINE) == []  # not searched again: no second note
+    assert parser.parse("loss=0.5 aa") == [("loss", 0.5)] and len(notes) == 1
+
+
+def test_only_the_start_of_a_huge_line_is_searched() -> None:
+    from smdist_launcher.metrics.definitions import MAX_LINE_CHARS
+
+    parser = MetricParser([{"Name": "loss", "Regex": r"loss=([0-9.]+)"}])
+    assert parser.parse("loss=1 " + "x" * MAX_LINE_CHARS) == [("loss", 1.0)]
+    assert parser.parse("x" * MAX_LINE_CHARS + " loss=2") == []

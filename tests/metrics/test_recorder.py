@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from smdist_launcher.metrics.definitions import MAX_TIMEOUTS
 from smdist_launcher.metrics.recorder import MetricsRecorder
 from smdist_launcher.metrics.store import read_points
 
@@ -38,3 +39,12 @@ def test_without_definitions_nothing_is_written(tmp_path: Path) -> None:
     rec.line("algo-1", 0, "loss: 1.0")
     rec.close()
     assert read_points(tmp_path) == []
+
+
+def test_a_disabled_metric_is_noted_once(tmp_path) -> None:
+    notes: list[str] = []
+    rec = MetricsRecorder(tmp_path / "m.jsonl", [{"Name": "redos", "Regex": r"(a|aa)+$"}], on_note=notes.append)
+    for _ in range(MAX_TIMEOUTS + 2):  # disabled at the MAX_TIMEOUTS-th, noted once
+        rec.line("algo-1", 0, "a" * 60 + "!")
+    rec.close()
+    assert len(notes) == 1 and "metric 'redos' disabled" in notes[0], notes

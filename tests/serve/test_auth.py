@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 import time
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from run_as import python_for_everyone
 from smdist_launcher.backends.sagemaker.logs import LOG_GROUP
 
 from .conftest import REGION, Served, running_serve, use_client_environment
@@ -178,6 +178,18 @@ def test_a_body_changed_after_signing_is_refused(served_env: Served, running_job
     assert not (served_env.jobs / forged["TrainingJobName"]).exists()
 
 
+def test_a_request_signed_for_another_region_is_refused(served_env: Served) -> None:
+    import boto3
+
+    other = boto3.client("sagemaker", region_name="eu-west-1", endpoint_url=served_env.client_env[
+        "AWS_ENDPOINT_URL_SAGEMAKER"])  # serve's key, another region in the credential scope
+    with pytest.raises(ClientError) as info:
+        other.list_training_jobs()
+    assert info.value.response["Error"] == {
+        "Code": "InvalidSignatureException", "Message": "Credential should be scoped to a valid region, not "
+                                                        "'eu-west-1'. "}
+
+
 def test_a_foreign_host_header_is_refused_and_no_cors_header_is_sent(served_env: Served) -> None:
     import boto3
 
@@ -263,34 +275,13 @@ print(json.dumps(out))
 '''
 
 
-def _python_for_everyone() -> tuple[str, dict[str, str]]:
-    """An interpreter every user may run, with this environment's packages: ours when it is, else the system's of the
-    same version (a pyenv Python under /root is not) with our package folders on PYTHONPATH."""
-    import pwd
-
-    nobody = pwd.getpwnam("nobody")
-    try:  # the way serve starts hosts as that user
-        ours = subprocess.run([sys.executable, "-c", "import smdist_launcher"], user=nobody.pw_uid,
-                              group=nobody.pw_gid, extra_groups=[], capture_output=True, timeout=60, cwd="/")
-    except PermissionError:
-        ours = None
-    if ours is not None and ours.returncode == 0:
-        return sys.executable, {}
-    system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
-    if not os.access(system, os.X_OK):
-        pytest.skip(f"no Python that user nobody can run ({sys.executable} is not, nor is {system})")
-    # our folders (venv, source), not our interpreter's own standard library
-    paths = [p for p in sys.path if p and Path(p).is_dir() and not p.startswith(sys.base_prefix)]
-    return system, {"PYTHONPATH": os.pathsep.join(paths)}
-
-
 @pytest.fixture(scope="module")
 def run_as_serve(moto_endpoint: str, serve_endpoint: Served) -> Iterator[Served]:
     """A serve started by root with --run-as nobody, its jobs and key in a folder every user may enter (so only the
     key file's own mode keeps it private)."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv")
-    python, environ = _python_for_everyone()
+    python, environ = python_for_everyone()
     folder = Path(tempfile.mkdtemp(prefix="smdist-serve-runas-"))
     folder.chmod(0o755)
     try:
@@ -367,3 +358,16 @@ def test_run_as_nobody_runs_the_script_as_nobody_and_its_outputs_land(run_as_ser
     host = run_as_serve.jobs / name / "hosts" / "algo-1"
     assert host.stat().st_uid == nobody.pw_uid and (host / "opt" / "ml" / "code").stat().st_uid == nobody.pw_uid
     assert "as user nobody" in (run_as_serve.jobs / "serve.log").read_text()
+
+
+@pytest.mark.parametrize("header", ["127.0.0.1:80@rebound.attacker.example", "localhost:rebound.attacker.example",
+                                    "[::1]rebound.attacker.example", "localhost:", "[::1", "127.0.0.1."])
+def test_a_host_header_that_only_starts_like_serves_address_is_refused(header: str) -> None:
+    """The old parse took whatever came before the one ':' (or inside the brackets) as the name."""
+    from smdist_launcher.serve.auth import check_host, own_host_names
+    from smdist_launcher.serve.protocol import ApiError
+
+    with pytest.raises(ApiError):
+        check_host(header, own_host_names("127.0.0.1"), "127.0.0.1")
+    for own in ("127.0.0.1:8080", "LOCALHOST", "[::1]:8080", "::1"):
+        check_host(own, own_host_names("127.0.0.1"), "127.0.0.1")

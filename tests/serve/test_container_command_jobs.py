@@ -24,6 +24,8 @@ echo "code=$(cat /opt/ml/input/data/code/hello.txt)"
 echo "$host" > /opt/ml/model/model-$host.txt
 echo "models: $(ls /opt/ml/model)"
 '''
+# SageMaker takes one-line container arguments of at most 256 characters: the script comes in the code channel.
+HOST_COMMAND = "bash /opt/ml/input/data/code/host.sh"
 
 
 @pytest.fixture()
@@ -32,6 +34,7 @@ def bucket(clients: dict[str, Any]) -> str:
     name = _unique("cmd")
     s3.create_bucket(Bucket=name)
     s3.put_object(Bucket=name, Key="input/code/hello.txt", Body=b"hello from the code channel")
+    s3.put_object(Bucket=name, Key="input/code/host.sh", Body=HOST_SCRIPT.encode())
     return name
 
 
@@ -55,7 +58,7 @@ def command_request(bucket: str, name: str, script: str, *, count: int = 2, **ex
 def test_each_host_runs_the_command_once_in_its_own_opt_ml(clients: dict[str, Any], bucket: str) -> None:
     sagemaker, logs, s3 = clients["sagemaker"], clients["logs"], clients["s3"]
     name = _unique("cmd-ok")
-    sagemaker.create_training_job(**command_request(bucket, name, HOST_SCRIPT))
+    sagemaker.create_training_job(**command_request(bucket, name, HOST_COMMAND))
     done = _wait(sagemaker, name)
     assert done["TrainingJobStatus"] == "Completed", done.get("FailureReason")
     per_host = _logs(logs, name)
@@ -126,7 +129,7 @@ def test_v3_mpi_is_refused_on_the_process_backend(clients: dict[str, Any], bucke
 def test_a_single_host_gets_a_private_opt_ml_too(clients: dict[str, Any], bucket: str) -> None:
     sagemaker, logs = clients["sagemaker"], clients["logs"]
     name = _unique("cmd-one")
-    sagemaker.create_training_job(**command_request(bucket, name, HOST_SCRIPT, count=1))
+    sagemaker.create_training_job(**command_request(bucket, name, HOST_COMMAND, count=1))
     done = _wait(sagemaker, name)
     assert done["TrainingJobStatus"] == "Completed", done.get("FailureReason")
     assert "code=hello from the code channel" in "\n".join(_logs(logs, name)["algo-1"])

@@ -46,7 +46,21 @@ def test_a_container_command_job_keeps_its_retry_strategy_and_metric_definitions
     request = _request(RetryStrategy={"MaximumRetryAttempts": 3}, EnableManagedSpotTraining=True)
     request["AlgorithmSpecification"]["MetricDefinitions"] = [{"Name": "loss", "Regex": "loss=([0-9.]+)"}]  # type: ignore[index]
     submission = container_submission(container_plan(request), request)
-    plan = resilience_of(submission.settings)
+    plan = resilience_of(submission.policy)
     assert (plan.max_attempts, plan.use_spot, plan.retry_on) == (3, True, "curable")
     assert submission.metric_definitions == [{"Name": "loss", "Regex": "loss=([0-9.]+)"}]
-    assert resilience_of(container_submission(container_plan(_request())).settings).max_attempts == 1
+    assert submission.settings is None and submission.policy.max_run == submission.plan.max_run
+    assert resilience_of(container_submission(container_plan(_request())).policy).max_attempts == 1
+
+
+def test_container_jobs_and_jobs_import_one_way() -> None:
+    """jobs.py uses container_jobs.py, never the other way round, not even lazily or for types (the settings both
+    read live in settings.py): no import circle."""
+    import ast
+
+    import smdist_launcher.serve.container_jobs as module
+
+    tree = ast.parse(Path(str(module.__file__)).read_text())
+    imported = {f"{'.' * node.level}{node.module or ''}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert not {".jobs", "smdist_launcher.serve.jobs"} & imported, sorted(imported)

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from . import sdk_v3_env
 from .conftest import REGION, Served, running_serve
 
 CLIENT = Path(__file__).with_name("v3_client.py")
@@ -59,10 +58,9 @@ print(f"mpi rank {comm.Get_rank()} of {comm.Get_size()} on {MPI.Get_processor_na
 
 
 @pytest.fixture(scope="session")
-def v3_python() -> str:
-    """The SDK v3 venv's python ($SMDIST_TEST_SDK_V3_PYTHON: one you already have)."""
-    given = os.environ.get("SMDIST_TEST_SDK_V3_PYTHON")
-    return given or str(sdk_v3_env.build())
+def v3_python(sdk_v3_python: Path) -> str:
+    """The SDK v3 venv's python (tests/conftest.py's `sdk_v3_python`)."""
+    return str(sdk_v3_python)
 
 
 def _client_env(served: Served, moto_endpoint: str, folder: Path) -> dict[str, str]:

@@ -35,9 +35,21 @@ def test_gpu_matches_nccl(run_ranks, world_size: int) -> None:
     one launch per world size (process and NCCL start-up dominate on the device)."""
     if _gpus() < world_size:
         pytest.skip(f"needs {world_size} CUDA GPUs, found {_gpus()}")
-    log = run_ranks("collectives,fast_paths,ddp,fsdp2,funcol", world_size, device="cuda", timeout=300)
+    log = run_ranks("collectives,fast_paths,ddp,fsdp2,funcol,native", world_size, device="cuda", timeout=300)
     assert log.count("fast-path checks equal NCCL") == world_size
     assert log.count("DDP smddp == nccl") == world_size
+    assert log.count("native-backend checks equal NCCL") == world_size
+
+
+@pytest.mark.gpu
+def test_gpu_python_group_fallback_matches_nccl(run_ranks, monkeypatch) -> None:
+    """With the native backend off (SMDDP_NATIVE_BACKEND=0, as without a compiler) the Python
+    process group serves CUDA tensors, fast paths included, and still equals NCCL."""
+    if _gpus() < 2:
+        pytest.skip(f"needs 2 CUDA GPUs, found {_gpus()}")
+    monkeypatch.setenv("SMDDP_NATIVE_BACKEND", "0")
+    log = run_ranks("collectives,fast_paths,ddp", 2, device="cuda", timeout=300)
+    assert log.count("fast-path checks equal NCCL") == 2
 
 
 SEED_SCRIPT = """

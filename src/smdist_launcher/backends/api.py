@@ -12,44 +12,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..jobspec.estimator_args import EstimatorArgs
+from ..jobspec.resilience import Resilience
 from ..plan.model import Channel, LaunchPlan
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..jobspec.estimator_args import EstimatorArgs
-
-
-class JobState(str, Enum):
-    """SageMaker's TrainingJobStatus values, its MaxRuntimeExceeded secondary status, and ours: Interrupted (the
-    launcher died before the job ended; the next command that noticed finished it)."""
-
-    IN_PROGRESS = "InProgress"
-    STOPPING = "Stopping"
-    COMPLETED = "Completed"
-    FAILED = "Failed"
-    STOPPED = "Stopped"
-    MAX_RUNTIME_EXCEEDED = "MaxRuntimeExceeded"
-    INTERRUPTED = "Interrupted"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in TERMINAL_STATES
-
-    @classmethod
-    def of(cls, value: str | JobState) -> JobState:
-        return value if isinstance(value, JobState) else cls(value)
-
-    def __str__(self) -> str:
-        return self.value
-
-
-TERMINAL_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.STOPPED, JobState.MAX_RUNTIME_EXCEEDED,
-                             JobState.INTERRUPTED})
+from .fault_spec import Fault
+from .states import (
+    TERMINAL_STATES as TERMINAL_STATES,  # re-exported: the one definition is states.py
+    JobState as JobState,
+)
 
 
 class _Frozen(BaseModel):
@@ -67,6 +42,37 @@ class Code(_Frozen):
     base_dir: str = "."                    # what relative paths in the job (checkpoint folder, model_uri) are read from
 
 
+class RunPolicy(_Frozen):
+    """How every backend runs the job's attempts and reads its lines, built once: from the validated arguments when the
+    submission is made (`of`), completed with the backend's options by its dry run (`with_options`: run-as, faults).
+    No backend reads the arguments or its options through getattr for these."""
+
+    max_run: int | None = None             # seconds; None: SageMaker's default (DEFAULT_MAX_RUN)
+    max_retry_attempts: int | None = None  # SageMaker's MaximumRetryAttempts: how many times the job may start
+    use_spot_instances: bool = False       # a preemption is retried only then
+    resilience: Resilience = Field(default_factory=Resilience)
+    metric_definitions: tuple[dict[str, str], ...] = ()   # SageMaker's ({Name, Regex}), applied to the ranks' lines
+    disable_output_compression: bool = False  # model and output delivered as folders, not .tar.gz
+    run_as: str | None = None              # the user every host runs as (process backend, root only)
+    faults: tuple[Fault, ...] = ()         # `--inject`, checked against the job's hosts and ranks, in firing order
+
+    @classmethod
+    def of(cls, settings: EstimatorArgs | None) -> RunPolicy:
+        """From the validated arguments; None: one attempt, no monitoring. (serve builds a container-command
+        request's policy itself: serve/container_jobs.py.)"""
+        if settings is None:
+            return cls()
+        return cls(max_run=settings.max_run, max_retry_attempts=settings.max_retry_attempts,
+                   use_spot_instances=settings.use_spot_instances,
+                   resilience=settings.resilience or Resilience(),
+                   metric_definitions=tuple(d.model_dump() for d in settings.metric_definitions or []),
+                   disable_output_compression=bool(settings.disable_output_compression))
+
+    def with_options(self, *, run_as: str | None = None, faults: list[Fault] | tuple[Fault, ...] = ()) -> RunPolicy:
+        """Completed by a backend's dry run from its options."""
+        return self.model_copy(update={"run_as": run_as, "faults": tuple(faults)})
+
+
 class Submission(_Frozen):
     """Everything a backend needs, built once by the estimator from the plan: no backend reads the estimator."""
 
@@ -74,8 +80,26 @@ class Submission(_Frozen):
     code: Code = Field(default_factory=Code)
     # SageMaker hands model_uri to the job as one more File channel; plans keep it out (pinned plans do not change).
     model_channel: tuple[str, Channel] | None = None
-    # The validated arguments: what only the SageMaker request needs (role, tags, VPC, ...). None for a bare plan.
-    settings: Any = None
+    # The validated arguments: what only the SageMaker request needs (role, tags, VPC, ...). None for a bare plan or
+    # a container-command request (serve gives its policy).
+    settings: EstimatorArgs | None = None
+    # What every backend follows (max_run, retries, monitoring, metrics, run-as, faults): derived from the settings
+    # when not given.
+    policy: RunPolicy = Field(default_factory=RunPolicy)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _policy_from_settings(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        settings = data.get("settings")
+        if data.get("policy") is None:
+            policy = RunPolicy.of(settings)
+            plan = data.get("plan")
+            if policy.max_run is None and isinstance(plan, LaunchPlan) and plan.max_run:
+                policy = policy.model_copy(update={"max_run": plan.max_run})
+            data = {**data, "policy": policy}
+        return data
 
     @property
     def job_name(self) -> str:
@@ -84,20 +108,18 @@ class Submission(_Frozen):
     @property
     def metric_definitions(self) -> list[dict[str, str]]:
         """SageMaker's metric_definitions ({Name, Regex}), for every backend to apply to the ranks' output."""
-        found = getattr(self.settings, "metric_definitions", None) or []
-        return [d.model_dump() if hasattr(d, "model_dump") else dict(d) for d in found]
+        return [dict(d) for d in self.policy.metric_definitions]
 
     @property
     def step_patterns(self) -> list[str]:
         """The resilience.log_monitoring patterns: the ones that capture a step give the status line a step rate."""
-        resilience = getattr(self.settings, "resilience", None)
-        return [m.pattern for m in (resilience.log_monitoring if resilience else [])]
+        return [m.pattern for m in self.policy.resilience.log_monitoring]
 
     def args(self) -> EstimatorArgs:
-        if self.settings is None:
+        if not isinstance(self.settings, EstimatorArgs):
             raise ValueError(f"job {self.job_name}: this backend needs the job's arguments (build the submission "
                              "with estimator.submission())")
-        return cast("EstimatorArgs", self.settings)
+        return self.settings
 
 
 class DryRun(_Frozen):
@@ -172,6 +194,31 @@ Emit = Callable[[str], None]
 
 
 @runtime_checkable
+class Job(Protocol):
+    """What submit() returns, whatever the backend: SageMaker's `estimator.latest_job`, in spirit."""
+
+    job_name: str
+    handle: JobHandle
+
+    @property
+    def status(self) -> str:
+        """A JobState value."""
+        ...
+
+    @property
+    def model_data(self) -> str | None: ...
+
+    def wait(self, *args: Any, **kwargs: Any) -> Any:
+        """Block until the job ends; JobFailedError unless it completed (a backend may take more: SageMaker's
+        logs=, Slurm's timeout=)."""
+        ...
+
+    def stop(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
 class Backend(Protocol):
     """A place jobs run. One module implements it; one line in backends/registry.py makes it choosable."""
 
@@ -185,7 +232,7 @@ class Backend(Protocol):
     def dryrun(self, submission: Submission, options: BaseModel | dict[str, Any] | None = None) -> DryRun: ...
 
     def submit(self, dryrun: DryRun, *, wait: bool = True, logs: Any = True,
-               jobs_root: str | Path | None = None) -> Any:
+               jobs_root: str | Path | None = None) -> Job:
         """Start what the dry run describes. Returns the backend's job object (wait(), stop(), describe(),
         model_data, job_name, handle); with wait=True blocks and raises JobFailedError unless it completed."""
         ...

@@ -29,6 +29,8 @@ BACKENDS: dict[str, tuple[str, str]] = {
               "the nodes share)"),
     "sagemaker": ("smdist_launcher.backends.sagemaker.backend:SageMakerBackend",
                   "Amazon SageMaker (or anything that speaks its API): CreateTrainingJob, CloudWatch logs"),
+    "kubernetes": ("smdist_launcher.backends.kubernetes.backend:KubernetesBackend",
+                   "a Kubeflow TrainJob, JobSet, HyperPod PyTorchJob or Indexed Job (--flavour) on a cluster"),
 }
 # Older job records name the process backend "local".
 ALIASES = {"local": "process"}

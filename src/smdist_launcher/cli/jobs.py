@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..backends.phases import Phase
+from ..backends.states import JobState
 from .job_loading import EXIT_OK
 
 
@@ -24,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
-_REMOTE = ("sagemaker", "slurm")  # backends whose jobs run without a launcher process on this machine
+_REMOTE = ("sagemaker", "slurm", "kubernetes")  # backends whose jobs run without a launcher process on this machine
 
 
 def _refreshed(records: list) -> list:
@@ -35,7 +37,7 @@ def _refreshed(records: list) -> list:
     out = []
     for r in records:
         try:
-            if r.backend in _REMOTE and r.status == "InProgress":
+            if r.backend in _REMOTE and r.status == JobState.IN_PROGRESS:
                 backend, handle = backend_of(r)
                 backend.describe(handle)  # brings the record in the job folder up to date
                 r = JobRecord.load(Path(r.job_dir) / "job.json")
@@ -56,8 +58,10 @@ def _sagemaker_records(region: str | None, known: set[str]) -> list:
         if job["TrainingJobName"] in known:
             continue
         end = job.get("TrainingEndTime")
-        out.append(JobRecord(job_name=job["TrainingJobName"], job_id=job["TrainingJobName"], job_dir="",
-                             status=job["TrainingJobStatus"], phase="", created=job["CreationTime"].timestamp(),
+        state = JobState.of(job["TrainingJobStatus"])  # ListTrainingJobs gives no SecondaryStatus
+        out.append(JobRecord(job_name=job["TrainingJobName"], job_id=job["TrainingJobName"], job_dir="", status=state,
+                             phase=Phase.DONE if state.is_terminal else Phase.RUNNING,
+                             created=job["CreationTime"].timestamp(),
                              ended=end.timestamp() if end else None, backend="sagemaker",
                              backend_info={"region": clients.region, "arn": job.get("TrainingJobArn")}))
     return sorted(out, key=lambda r: r.created)
@@ -67,7 +71,7 @@ def status_of(record) -> str:  # a JobRecord (import kept lazy)
     if record.backend in _REMOTE:
         return record.status  # the backend answers (refreshed by `smdist jobs`), not a launcher process here
     if record.launcher_gone():
-        return "Interrupted"  # the launcher died without writing a final status
+        return JobState.INTERRUPTED  # the launcher died without writing a final status
     return record.status
 
 

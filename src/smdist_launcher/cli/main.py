@@ -53,7 +53,7 @@ def _requested(argv: Sequence[str]) -> str | None:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    from .. import __version__
+    from ..package_info import __version__
 
     parser = argparse.ArgumentParser(prog="smdist",
                                      description="Validate, plan and run SageMaker-style distributed training jobs.")

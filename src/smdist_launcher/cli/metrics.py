@@ -87,10 +87,11 @@ def _show_table(summaries: Sequence[MetricSummary]) -> None:
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(*HEADER, box=None, header_style="bold")
     for row in table_rows(summaries):
-        table.add_row(*row)
+        table.add_row(*map(Text, row))  # a metric name such as `loss[/b]` is text, not markup
     Console().print(table)
 
 

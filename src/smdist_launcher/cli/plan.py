@@ -47,6 +47,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--region", help="with --dryrun --backend sagemaker: the AWS region to fill in (default: the job "
                                     "file's region)")
     p.add_argument("--slurm", action="store_true", help="the same as --dryrun --backend slurm")
+    p.add_argument("--flavour", choices=("trainjob", "jobset", "hyperpod", "job"),
+                   help="with --dryrun --backend kubernetes: the objects to render (default: trainjob)")
     p.add_argument("--wire", choices=("smdist", "v3"), default="smdist",
                    help="with --request: the request's shape, smdist (what submit sends; default) or v3 (what "
                         "SageMaker SDK v3's ModelTrainer would send for this job)")
@@ -82,6 +84,9 @@ def _usage_problem(args: argparse.Namespace) -> ValidationError | None:
                                                                              and args.backend == "sagemaker")):
         return ValidationError([ErrorItem("--wire", "is only used with --request (or --dryrun --backend sagemaker)",
                                           args.wire)])
+    if getattr(args, "flavour", None) and not (args.dryrun and args.backend == "kubernetes"):
+        return ValidationError([ErrorItem("--flavour", "is only used with --dryrun --backend kubernetes",
+                                          args.flavour)])
     if args.region is not None:
         from ..jobspec.rules.arguments import region_problem
 
@@ -135,7 +140,9 @@ def _dryrun(plan: LaunchPlan, loaded: LoadedJob, args: argparse.Namespace) -> in
         # a backend that runs ml.* types checks the job itself (SageMaker's preflight names what it cannot run)
         backend = named if named is not None and "ml" in named.runs else registry.for_job(args.backend,
                                                                                           plan.instance_types)
-        options = {"region": args.region} if backend.name == "sagemaker" else {}
+        options: dict[str, Any] = {"region": args.region} if backend.name == "sagemaker" else {}
+        if backend.name == "kubernetes" and getattr(args, "flavour", None):
+            options = {"flavour": args.flavour}
         dry = backend.dryrun(build_submission(loaded.args, plan), options)
         if getattr(args, "wire", "smdist") == "v3":
             from ..backends.sagemaker.request_v3 import render_v3_request

@@ -8,11 +8,15 @@ import re
 import sys
 import time
 
+from ..backends.states import TERMINAL_STATES, JobState
 from .job_loading import EXIT_OK
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-# what `smdist jobs` shows, matched without regard to case
-STATUSES = ("Completed", "Failed", "Stopped", "MaxRuntimeExceeded", "Interrupted")
+
+
+def statuses() -> tuple[str, ...]:
+    """What `smdist jobs` shows for an ended job (matched without regard to case): the terminal job states."""
+    return tuple(state.value for state in JobState if state in TERMINAL_STATES)
 
 
 def age(text: str) -> float:
@@ -24,11 +28,11 @@ def age(text: str) -> float:
 
 
 def status(text: str) -> str:
-    for name in STATUSES:
+    for name in statuses():
         if name.lower() == text.lower():
             return name
     raise argparse.ArgumentTypeError(f"{text!r} is not a job status; "
-                                     f"use one of {', '.join(s.lower() for s in STATUSES)}")
+                                     f"use one of {', '.join(s.lower() for s in statuses())}")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -36,7 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--older-than", type=age, metavar="AGE",
                    help="only jobs created longer ago than AGE (30m, 12h, 7d, 2w)")
     p.add_argument("--status", type=status, nargs="+", metavar="STATUS",
-                   help=f"only jobs with one of these statuses ({', '.join(s.lower() for s in STATUSES)})")
+                   help=f"only jobs with one of these statuses ({', '.join(s.lower() for s in statuses())})")
     p.add_argument("--dry-run", "-n", action="store_true", help="list what would be removed, remove nothing")
     p.add_argument("--jobs-dir",
                    help="jobs folder (default: $SMDIST_JOBS_DIR, else the nearest .smdist/jobs here or above)")

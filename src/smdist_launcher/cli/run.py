@@ -9,9 +9,11 @@ import argparse
 import sys
 from typing import Any
 
+from ..backends.states import JobState
 from ..errors import JobFailedError, ValidationError
 from .console import problem
 from .job_loading import EXIT_INVALID, EXIT_OK, report_invalid
+from .kubernetes_flags import add_kubernetes_flags, kubernetes_flags, refuse_kubernetes_flags
 
 EXIT_FAILED = 1
 EXIT_STOPPED = 130
@@ -49,9 +51,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     slurm.add_argument("--account", help="sbatch --account")
     slurm.add_argument("--qos", help="sbatch --qos")
     slurm.add_argument("--time", help="sbatch --time, e.g. 2:00:00 (default: the job's max_run)")
-    slurm.add_argument("--gpus-per-node", type=int, metavar="G", help="GPUs per node (default: the instance type's)")
+    slurm.add_argument("--gpus-per-node", type=int, metavar="G",
+                       help="GPUs per node (default: the instance type's); also for --backend kubernetes")
     slurm.add_argument("--no-wait", action="store_true",
-                       help="submit and return; then smdist status|logs --follow|stop NAME")
+                       help="submit and return; then smdist status|logs --follow|stop NAME (also kubernetes)")
+    add_kubernetes_flags(p)
     return p
 
 
@@ -59,8 +63,18 @@ SLURM_FLAGS = ("partition", "account", "qos", "time", "gpus_per_node")
 
 
 def backend_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The chosen backend's options (its Options model's fields) from the flags: the Slurm flags go to slurm."""
+    """The chosen backend's options (its Options model's fields) from the flags: the Slurm flags go to slurm, the
+    kubernetes flags to kubernetes."""
     chosen = {k: getattr(args, k, None) for k in SLURM_FLAGS if getattr(args, k, None) is not None}
+    if getattr(args, "backend", None) == "kubernetes":   # --gpus-per-node is an option of both
+        slurm_only = sorted(set(chosen) - {"gpus_per_node"})
+        if slurm_only:
+            raise ValueError(", ".join("--" + k.replace("_", "-") for k in slurm_only) + ": only used with "
+                             "--backend slurm")
+        options = {**chosen, **kubernetes_flags(args)}
+        # --inject is not a kubernetes option: the options model refuses it by name
+        return {**options, "inject": list(args.inject)} if getattr(args, "inject", None) else options
+    refuse_kubernetes_flags(args)
     if getattr(args, "backend", None) == "slurm":
         return {**chosen, "inject": list(args.inject)} if getattr(args, "inject", None) else chosen
     if chosen or getattr(args, "no_wait", False):
@@ -144,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
                              wait=not getattr(args, "no_wait", False))
     except JobFailedError as exc:
         problem(str(exc))
-        return EXIT_STOPPED if exc.status == "Stopped" else EXIT_FAILED
+        return EXIT_STOPPED if exc.status == JobState.STOPPED else EXIT_FAILED
     except ValidationError as exc:  # backend options (e.g. --time) are checked before anything is submitted
         return report_invalid(args.job_file, exc)
     except (FileExistsError, ValueError) as exc:

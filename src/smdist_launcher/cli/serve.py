@@ -13,9 +13,13 @@ SMDIST_SERVE_SECRET_ACCESS_KEY in serve's environment. Jobs run as the serving u
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 
+from ..serve.connections import DEFAULT_LIMITS
 from .console import problem
+
+MAX_REQUEST_TIMEOUT_S = 3600
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -40,6 +44,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                    help="another name clients reach serve by (a TLS proxy's); requests whose Host is not serve's own "
                         "address are refused")
+    p.add_argument("--max-connections", type=int, default=DEFAULT_LIMITS.max_connections, metavar="N",
+                   help=f"connections served at once (default {DEFAULT_LIMITS.max_connections}); when all are taken, "
+                        "the one that has waited longest for a request's headers is closed for a new one, and when "
+                        "none is waiting the new one is answered 503 (docs/security.md)")
+    p.add_argument("--request-timeout", type=float, default=DEFAULT_LIMITS.request_timeout_s, metavar="SECONDS",
+                   help=f"time a client has to send a request's headers (an idle kept-alive connection too), then "
+                        f"again its body (default {DEFAULT_LIMITS.request_timeout_s:g}); bodies over "
+                        f"{DEFAULT_LIMITS.max_body_bytes // 2**20} MiB are refused")
     p.add_argument("--run-as", metavar="USER",
                    help="run every job's processes as USER, their host folders owned by it (process backend; serve "
                         "must run as root). Recommended whenever serve runs as root")
@@ -58,13 +70,20 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.s3_endpoint_url:
         os.environ["SMDIST_S3_ENDPOINT_URL"] = args.s3_endpoint_url  # the local backend and the hosts read it
-    from ..serve.auth import credentials_file, key_pair_from, new_key_pair, write_profile
+    from ..serve.auth import key_pair_from, new_key_pair
+    from ..serve.credentials_file import credentials_file, write_profile
 
     if args.run_as is not None:
         why_not = run_as_problem(args.run_as, backend)
         if why_not:
             problem(f"smdist serve: --run-as {args.run_as}: {why_not}")
             return 2
+    # before the credentials file is touched; a timeout socket.settimeout cannot take (inf, 1e300) would fail every
+    # connection with OverflowError
+    if args.max_connections < 1 or not 0 < args.request_timeout <= MAX_REQUEST_TIMEOUT_S:
+        problem(f"smdist serve: --max-connections must be at least 1 and --request-timeout above 0 and at most "
+                f"{MAX_REQUEST_TIMEOUT_S} seconds (got {args.max_connections}, {args.request_timeout})")
+        return 2
     try:
         keys = key_pair_from(os.environ) or new_key_pair()
         path = credentials_file(os.environ)
@@ -72,11 +91,13 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         problem(f"smdist serve: cannot write the key into the credentials file: {e}")
         return 2
+    limits = dataclasses.replace(DEFAULT_LIMITS, max_connections=args.max_connections,
+                                 request_timeout_s=args.request_timeout)
     region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     serve(args.host, args.port, jobs_root(args.jobs_dir), region=region, processes_per_host=args.processes_per_host,
           backend=backend, backend_why=why, keys=keys, profile=args.profile,
           credentials=path if os.environ.get("AWS_SHARED_CREDENTIALS_FILE") else None, run_as=args.run_as,
-          allowed_hosts=tuple(args.allowed_host))
+          allowed_hosts=tuple(args.allowed_host), limits=limits)
     return 0
 
 

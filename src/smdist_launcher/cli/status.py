@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from ..backends.states import JobState
 from .console import problem
 from .job_loading import EXIT_INVALID, EXIT_OK
 
@@ -32,7 +33,8 @@ def status_fields(args: argparse.Namespace) -> dict | str:
         fields = backend.describe(handle).summary()
         from .jobs import status_of  # a job whose launcher is gone reads Interrupted
 
-        return {**fields, "status": status_of(record) if fields["status"] == "InProgress" else fields["status"]}
+        running = fields["status"] == JobState.IN_PROGRESS
+        return {**fields, "status": status_of(record) if running else fields["status"]}
     from botocore.exceptions import ClientError
 
     try:
@@ -68,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         steps = ", ".join(f"{k} {v}" for k, v in (a.get("first_steps") or {}).items())
         sys.stdout.write(f"  attempt {a['attempt']}: {a['cause']}" + (f" (began at {steps})" if steps else "")
                          + (f": {a['reason']}" if a.get("reason") and a["cause"] != "completed" else "")
-                         + (f" -> {a['why']}" if a.get("decision") == "retry" else "") + "\n")
+                         + (f" -> {a['why']}" if a.get("decision") == "retry" else "")
+                         + (f" (its files: {a['kept']}/)" if a.get("kept") else "") + "\n")
         if a.get("warning"):
             sys.stdout.write(f"    warning: {a['warning']}\n")
     for monitor, ranks in (fields.get("stragglers") or {}).items():

@@ -29,7 +29,7 @@ def _map_list(value: str, host_map: dict[str, str]) -> str | None:
     """`algo-1:2,algo-2:2` -> addresses, or None when any item is not a known host."""
     out = []
     for item in value.split(","):
-        m = _ITEM.match(item)
+        m = _ITEM.fullmatch(item)
         if not m or m.group("host") not in host_map:
             return None
         out.append(host_map[m.group("host")] + (m.group("slots") or ""))

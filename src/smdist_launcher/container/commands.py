@@ -6,7 +6,8 @@ import os
 import sys
 
 PYTHON_NAMES = ("python", "python3")
-_TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+TORCHRUN_AGENT_MODULE = "smdist_launcher.container.torchrun_agent"  # torchrun whose store outlives every agent
+_TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch", TORCHRUN_AGENT_MODULE)
 _MPIRUN_NAMES = ("mpirun", "mpiexec", "mpirun.real", "orterun")
 _HOST_OPTIONS = ("--host", "-host", "-H")
 RSH_AGENT_MODULE = "smdist_launcher.container.rsh_agent"
@@ -26,13 +27,18 @@ def is_mpirun(argv: list[str]) -> bool:
 
 
 def resolve_python(argv: list[str]) -> list[str]:
-    """`python`/`torchrun` mean this runtime's interpreter (no PATH lookups that could pick another one)."""
+    """`python`/`torchrun` mean this runtime's interpreter (no PATH lookups that could pick another one); torchrun
+    (`torchrun` or `python -m torch.distributed.run`) runs as container/torchrun_agent.py: the same torchrun, whose
+    rendezvous store outlives every agent's exit barrier."""
     if not argv:
         return argv
     if argv[0] in PYTHON_NAMES:
-        return [sys.executable, *argv[1:]]
+        argv = [sys.executable, *argv[1:]]
+        if argv[1:3] == ["-m", "torch.distributed.run"]:
+            argv[2] = TORCHRUN_AGENT_MODULE
+        return argv
     if argv[0] == "torchrun":
-        return [sys.executable, "-m", "torch.distributed.run", *argv[1:]]
+        return [sys.executable, "-m", TORCHRUN_AGENT_MODULE, *argv[1:]]
     return list(argv)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..contract.layout import DEFAULT_ROOT
 from .gpu_listing import REAL_NVIDIA_SMI_ENV, write_shim
+from .torchrun_agent import write_shim as write_torchrun_shim
 
 LAUNCHER = "container_command"
 # Only our MPI plans need it: mpirun ranks of a user's command must stay in the cwd the command chose.
@@ -89,6 +90,9 @@ def command_env(env: dict[str, str], shim_dir: Path) -> dict[str, str]:
         write_shim(shim_dir)
         out[REAL_NVIDIA_SMI_ENV] = real
         first.insert(0, str(shim_dir))
-    if first:
-        out["PATH"] = _path_with(first, out.get("PATH", os.defpath))
+    # torchrun whose rendezvous store outlives every agent's exit barrier (container/torchrun_agent.py), first
+    write_torchrun_shim(shim_dir)
+    if str(shim_dir) not in first:
+        first.insert(0, str(shim_dir))
+    out["PATH"] = _path_with(first, out.get("PATH", os.defpath))
     return out

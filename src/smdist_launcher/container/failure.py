@@ -45,6 +45,59 @@ def hint_for(lines: list[str]) -> str | None:
     return next((hint for pattern, hint in _HINTS if pattern.search(text)), None)
 
 
+# The exception line that ends a Python traceback: "pkg.module.Class: message" or a bare "Class" (torch prefixes each
+# line of a rank's traceback with "[rankN]: ").
+_EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]: ?)?(?P<cls>(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Timeout|"
+                             r"timeout|Interrupt|Exit))(?:: (?P<message>.*))?$")
+# Exceptions that are a wait running out whatever they say: the builtin (socket.timeout, asyncio's and
+# concurrent.futures' TimeoutError are aliases of it since 3.10/3.11), torchrun's rendezvous.
+_TIMEOUT_CLASSES = frozenset({"TimeoutError", "socket.timeout", "RendezvousTimeoutError"})
+# torch.distributed's errors are timeouts only in c10d's own words for one (its TCPStore, its sockets, gloo).
+_DIST_TIMEOUTS = re.compile("|".join((
+    r"Timed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined\.",   # TCPStore server
+    r"wait timeout after \d+ms, keys?: ",                                          # store.wait / get
+    r"barrier timeout after \d+ms, key: ",
+    r"The client socket has timed out after \S+ while trying to connect to \(",  # the client's connect
+    r"TCP client failed to connect/validate to host \S+ - timed out \(try=",
+    r"socket \S+ timed out after \d+ms",                                         # waitForInput
+    r"Timed out waiting \d+ms for \w+ operation to complete",                     # a gloo collective
+)))
+_DIST_ERRORS = frozenset({"DistStoreError", "DistNetworkError", "DistBackendError"})
+# The NCCL watchdog logs this, then aborts the process (SIGABRT) or raises it (DistBackendError), by its exact form:
+# "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=668, OpType=ALLREDUCE, ...,
+# Timeout(ms)=600000) ran for 600097 milliseconds before timing out."
+_NCCL_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\(.*\) ran for \d+ milliseconds "
+                            r"before timing out")
+# A rank ended by these was stopped or killed from outside (the OOM killer, a lost node, a stop): a retry may cure it.
+# Any other signal is the process's own doing: SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL are crashes.
+OUTSIDE_SIGNALS = frozenset({"SIGKILL", "SIGTERM"})
+CRASH_SIGNALS = frozenset({"SIGSEGV", "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL"})
+
+
+def exception_of(lines: list[str]) -> tuple[str, str] | None:
+    """(class, message) of the exception a traceback ends with (its last exception line), None without one."""
+    for line in reversed(lines):
+        found = _EXCEPTION_LINE.match(line.strip())
+        if found is not None:
+            return found["cls"], found["message"] or ""
+    return None
+
+
+def is_timeout(lines: list[str]) -> bool:
+    """A rendezvous or collective timed out: by the exception's class (a DistStoreError, DistNetworkError or
+    DistBackendError only in c10d's words for a timeout), or the NCCL watchdog's line. Never a word in a message."""
+    if any(_NCCL_WATCHDOG.search(line) for line in lines):
+        return True
+    found = exception_of(lines)
+    if found is None:
+        return False
+    cls, message = found
+    name = cls.rpartition(".")[2]
+    if cls in _TIMEOUT_CLASSES or name in _TIMEOUT_CLASSES:
+        return True
+    return name in _DIST_ERRORS and _DIST_TIMEOUTS.search(message) is not None
+
+
 def signal_name(num: int) -> str | None:
     try:
         return _signal.Signals(num).name

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -52,7 +53,9 @@ def write_shim(folder: Path) -> Path:
     """`folder/nvidia-smi`, running this module with the interpreter that runs smdist-train."""
     folder.mkdir(parents=True, exist_ok=True)
     shim = folder / "nvidia-smi"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m {__spec__.name if __spec__ else __name__} "$@"\n')
+    module = __spec__.name if __spec__ else __name__
+    # quoted for sh: the interpreter's path is taken literally (a space, `$`, a quote)
+    shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m {module} "$@"\n')
     shim.chmod(0o755)
     return shim
 

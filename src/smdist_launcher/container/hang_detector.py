@@ -2,15 +2,28 @@
 our image too, where the runtime has no pydantic): lines and the clock come in, decisions go out; the job's loop dumps
 stacks and ends the attempt when told.
 
-A monitor is hung when no rank printed a line matching its pattern for `expected_every_s`, counted from
-`start_after_s` after the first rank started (or from the last match). With a captured step, a rank whose step falls
-far behind the others' is a straggler, and the first step of each attempt says where it resumed."""
+A monitor is hung when no rank printed a line matching its pattern for `expected_every_s`, counted from the last
+match, or before the first one from `start_after_s` after the first rank started (HyperPod's start cut-off: the grace
+covers model loading up to the first match, not the gaps after it). When no rank printed anything within
+`start_after_s` of the host's start (stuck in rendezvous or NCCL init), the clock counts from the host's start. An
+in-place process restart (the runtime's restart notice, or `restarted()`) starts every clock again, with its grace.
+With a captured step, a rank whose step falls far behind the others' is a straggler, and the first step of each
+attempt says where it resumed."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
 STRAGGLER_STEPS = 10
+# What a host's runtime prints (a host line, no rank) before it starts its ranks again in place (runtime.py): a
+# launcher that watches the host's output learns of the restart from it.
+PROCESS_RESTART_NOTICE = "restarting them in place"
+
+
+def process_restart_notice(exit_code: int, restart: int, restarts: int) -> str:
+    """The runtime's line for an in-place process restart (the one definition of its words)."""
+    return (f"the ranks failed (exit code {exit_code}): {PROCESS_RESTART_NOTICE} "
+            f"(process restart {restart} of {restarts})")
 
 
 @dataclass(frozen=True)
@@ -45,13 +58,31 @@ class HangDetector:
         self.ranks = list(ranks)
         self._states = [_State(re.compile(m.pattern), m) for m in monitors]
         self._started: float | None = None
+        self._host_started: float | None = None
+
+    def host_started(self, now: float) -> None:
+        """The host (its launcher) started: a rank that never prints within start_after_s is silent from here."""
+        if self._host_started is None:
+            self._host_started = now
 
     def started(self, now: float) -> None:
         """The first rank started: the clock of every monitor begins."""
         if self._started is None:
             self._started = now
 
+    def restarted(self, now: float) -> None:
+        """The ranks start again in place: every monitor's clock starts over, start_after_s of grace included (a
+        restarted rank reloads its model and checkpoint before its first step). Where each attempt resumed stays."""
+        self._host_started, self._started = now, None
+        for state in self._states:
+            state.last_match = None
+            state.rank_seen.clear()
+            state.rank_step.clear()
+
     def line(self, rank: int | None, text: str, now: float) -> None:
+        if rank is None and PROCESS_RESTART_NOTICE in text:
+            self.restarted(now)
+            return
         for state in self._states:
             found = state.regex.search(text)
             if found is None:
@@ -71,18 +102,32 @@ class HangDetector:
 
     def check(self, now: float) -> Hang | None:
         """The first monitor whose progress lines stopped coming, or None."""
-        if self._started is None:
-            return None
         for state in self._states:
             m = state.monitor
-            since = state.last_match if state.last_match is not None else self._started + m.start_after_s
-            if now < self._started + m.start_after_s or now - since < m.expected_every_s:
+            start = self._clock_start(m)
+            if start is None:
+                continue
+            if state.last_match is None:  # start_after_s is the grace for the first match
+                since = start + m.start_after_s
+                if now < since:
+                    continue
+            else:  # then every line must come within expected_every_s of the last
+                since = state.last_match
+            if now - since < m.expected_every_s:
                 continue
             stuck = sorted(self.ranks, key=lambda r: (state.rank_seen.get(r, float("-inf")), r))
             oldest = state.rank_seen.get(stuck[0]) if stuck else None
             stuck = [r for r in stuck if state.rank_seen.get(r) == oldest]
             return Hang(m.name, now - since, stuck, dict(state.rank_step))
         return None
+
+    def _clock_start(self, m: Monitor) -> float | None:
+        """The first rank's start; the host's where no rank started within start_after_s of it (a hang in
+        rendezvous or NCCL init prints nothing); None while neither is known."""
+        host, rank = self._host_started, self._started
+        if host is not None and (rank is None or rank > host + m.start_after_s):
+            return host
+        return rank
 
     def first_steps(self) -> dict[str, int]:
         """Each stepped monitor's first step in this attempt (where the attempt resumed)."""

@@ -22,6 +22,14 @@ class HangWatch:
     def start(self) -> None:
         self._thread.start()
 
+    def host_started(self) -> None:
+        """The host's launcher started (its ranks may print nothing for a while)."""
+        self.detector.host_started(time.monotonic())
+
+    def restarted(self) -> None:
+        """The ranks start again in place: the monitors' clocks start over."""
+        self.detector.restarted(time.monotonic())
+
     def line(self, rank: int | None, text: str) -> None:
         now = time.monotonic()
         if rank is not None:  # the monitors' clocks begin with the first rank's first line, as the launcher's do

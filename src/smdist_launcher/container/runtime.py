@@ -48,7 +48,7 @@ from .container_command import (
 from .failure import FailureTracker, signal_name, write_failure, write_success
 from .fallback_plan import plan_from_contract
 from .group_hosts import real_host_names, rename_hosts
-from .hang_detector import Hang
+from .hang_detector import Hang, process_restart_notice
 from .hang_watch import HangWatch, hang_message
 from .host_isolation import HostIsolation, isolate_host, needed as isolation_needed, scratch_env
 from .host_resilience import RESILIENCE_ENV, decode as decode_resilience
@@ -279,8 +279,9 @@ class HostRuntime:
         for n in range(1, restarts + 1):
             if code == 0 or (self.hang_watch is not None and self.hang_watch.hang is not None):
                 break
-            self.console.say(f"the ranks failed (exit code {code}): restarting them in place "
-                             f"(process restart {n} of {restarts})")
+            self.console.say(process_restart_notice(code, n, restarts))
+            if self.hang_watch is not None:  # the restarted ranks get start_after_s again to reload
+                self.hang_watch.restarted()
             self.tracker = FailureTracker(self.host, list(self.host_plan.get("ranks") or []), self.tracker.rank_hosts)
             code = self._run_launcher(argv, env, splitter)
         return code
@@ -290,6 +291,7 @@ class HostRuntime:
         if self.hang_watch is None and self.resilience.monitors:
             ranks = [int(r) for r in self.host_plan.get("ranks") or []] or [0]
             self.hang_watch = HangWatch(self.resilience.monitors, ranks, self._on_hang)
+            self.hang_watch.host_started()  # ranks silent from the start (rendezvous, NCCL init) hang too
             self.hang_watch.start()
 
     def _on_hang(self, hang: Hang) -> None:

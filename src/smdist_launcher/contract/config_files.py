@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .no_follow import dump_json, read_json_nofollow, write_bytes_at
+
 DEFAULT_GROUP = "homogeneousCluster"
 # The content type SageMaker gives the channel that carries model_uri (a job's starting model).
 MODEL_CONTENT_TYPE = "application/x-sagemaker-model"
@@ -54,24 +56,24 @@ def hyperparameters_for(plan: dict[str, Any]) -> dict[str, str]:
 
 
 def write_json(path: str | os.PathLike[str], data: Any, *, mode: int = 0o644) -> None:
-    """Atomic write (a reader never sees half a file)."""
+    """Atomic write (a reader never sees half a file). The temp file has a random name and is created
+    O_EXCL|O_NOFOLLOW, and the rename replaces a link at `path` rather than writing through it: a link planted in
+    the folder never redirects the write. The folders above `path` are trusted; in a folder a job owns, use
+    no_follow.write_json_nofollow from a trusted root."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, sort_keys=True)
-    os.replace(tmp, path)
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        write_bytes_at(folder, path.name, dump_json(data), mode)
+    finally:
+        os.close(folder)
 
 
 def read_json(path: str | os.PathLike[str], default: Any = None) -> Any:
+    """JSON of `path`, `default` when it does not exist. A link (or FIFO, device) at `path` is refused (OSError),
+    not followed; the folders above it are trusted (no_follow.read_json_nofollow walks from a trusted root)."""
     path = Path(path)
-    if not path.exists():
-        return default
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise ValueError(f"{path}: not valid JSON ({e}); the SageMaker contract needs a JSON object here") from e
+    return read_json_nofollow(path.parent, path.name, default)
 
 
 def read_resource_config(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, field_validator
 
+from .container_paths import normal_container_path
 from .distribution import Distribution
 from .frameworks import FRAMEWORKS as FRAMEWORKS, Framework as Framework  # defined here before; kept importable
 from .resilience import Resilience
@@ -125,6 +126,11 @@ class EstimatorArgs(SpecModel):
             return {k: (str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
                     for k, v in value.items()}
         return value
+
+    @field_validator("checkpoint_local_path")
+    @classmethod
+    def _normal_checkpoint_path(cls, value: str | None) -> str | None:
+        return normal_container_path(value)
 
     @field_validator("tags", mode="before")
     @classmethod

@@ -15,7 +15,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .channel import Channel
 
 DEFAULT_CHANNEL = "training"
-_CHANNEL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+# SageMaker's ChannelName rule, fullmatched (a trailing newline must not pass); "." and ".." are refused apart: the
+# channel's folder is input/data/<name>.
+_CHANNEL_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
@@ -38,7 +40,7 @@ def _check_uri(path: str, uri: str, instance_type: str | None, base_dir: str | N
     match = _SCHEME.match(uri)
     scheme = match.group(1).lower() if match else None
     if scheme == "s3":
-        if not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", uri):
+        if not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?", uri):
             return None, item(path,
                               "is not a valid S3 URI; expected s3://<bucket>/<prefix> with a lower-case bucket name",
                               uri)
@@ -52,6 +54,11 @@ def _check_uri(path: str, uri: str, instance_type: str | None, base_dir: str | N
     if check_exists and not os.path.exists(local):
         return None, item(path, f"{local} does not exist{_relative_file_uri_note(uri)}; create it or fix the path", uri)
     return "file://" + local, None
+
+
+def channel_name_ok(name: Any) -> bool:
+    """A channel name that is SageMaker's and a plain folder name (not '.' or '..')."""
+    return isinstance(name, str) and _CHANNEL_NAME.fullmatch(name) is not None and name not in (".", "..")
 
 
 def local_path(uri: str, base_dir: str | None = None) -> str:
@@ -125,8 +132,9 @@ def _normalized(inputs: Any, instance_type: str | None, base_dir: str | None, ch
     channels: dict[str, Channel] = {}
     for name, value in mapping.items():  # one channel at a time, so every channel's problems are reported
         path = join_path("inputs", name)
-        if not isinstance(name, str) or not _CHANNEL_NAME.match(name):
-            errors.append(item(path, "channel names are 1-64 characters of letters, digits, '.', '-' and '_'", name))
+        if not channel_name_ok(name):
+            errors.append(item(path, "channel names are 1-64 characters of letters, digits, '.', '-' and '_', "
+                                     "not '.' or '..' (the channel is the folder input/data/<name>)", name))
             continue
         try:
             spec = ChannelSpec.model_validate(value)

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import re
 
-_VERSION = re.compile(r"^\d+(\.\d+){0,3}$")
+_VERSION = re.compile(r"\d+(\.\d+){0,3}")  # fullmatched: no trailing newline
 
 
 def is_version(text: str) -> bool:
-    return bool(_VERSION.match(text))
+    return bool(_VERSION.fullmatch(text))
 
 
 def parse(text: str) -> tuple[int, ...]:

@@ -22,8 +22,13 @@ STATUS_EVERY_S = 1.0  # the status line is redrawn at most this often because of
 class MetricsRecorder:
     def __init__(self, store: Path, definitions: Iterable[Any] = (), *, step_patterns: Iterable[str] = (),
                  on_progress: Callable[[], None] | None = None,
+                 on_note: Callable[[str], None] | None = None,
                  interval_s: float = DEFAULT_INTERVAL_S) -> None:
-        self.parser = MetricParser(definitions)
+        def disabled(name: str, why: str) -> None:
+            if on_note is not None:
+                on_note(f"metric {name!r} disabled for this job: {why}")
+
+        self.parser = MetricParser(definitions, on_disabled=disabled)
         self._first_name = self.parser.names[0] if self.parser else None  # the status line's metric
         self._parse = self.parser.parse if self.parser else None  # None: no definitions, no per-line work
         self.writer = MetricWriter(store)

@@ -3,20 +3,20 @@ requests only for serve's own address (no DNS rebinding).
 
 The key pair serve accepts is made at start (or given through SMDIST_SERVE_ACCESS_KEY_ID /
 SMDIST_SERVE_SECRET_ACCESS_KEY) and written as a named profile into the serving user's shared credentials file
-(mode 0600), so boto3 and the SageMaker SDK sign with it unchanged (AWS_PROFILE=...). The signature is recomputed with
-botocore's own SigV4 signer over the request as received (signed headers only): no crypto of our own."""
+(credentials_file.py), so boto3 and the SageMaker SDK sign with it unchanged (AWS_PROFILE=...). The signature is
+recomputed with botocore's own SigV4 signer over the request as received (signed headers only): no crypto of our own.
+What the headers decide (key id, date, scope, signed names) is checked before the body is read
+(authenticate_headers), the signature over the body after (verify_body)."""
 from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import re
 import secrets
 import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 from .protocol import ApiError
@@ -24,6 +24,7 @@ from .protocol import ApiError
 ACCESS_KEY_ENV = "SMDIST_SERVE_ACCESS_KEY_ID"
 SECRET_KEY_ENV = "SMDIST_SERVE_SECRET_ACCESS_KEY"
 DEFAULT_PROFILE = "smdist-serve"
+KEY_PREFIX = "SMDS"  # of the key ids serve makes: a profile holding another id is the user's, never overwritten
 MAX_SKEW = timedelta(minutes=15)  # AWS's allowed clock skew for SigV4
 SIGV4_TIMESTAMP = "%Y%m%dT%H%M%SZ"
 # The X-Amz-Target prefix → the signing name the credential scope must carry.
@@ -47,7 +48,7 @@ class KeyPair:
 def new_key_pair() -> KeyPair:
     """A fresh random pair, shaped like AWS's (20-character id, 40-character secret) from the `secrets` module."""
     alphabet = string.ascii_uppercase + "234567"
-    access = "SMDS" + "".join(secrets.choice(alphabet) for _ in range(16))
+    access = KEY_PREFIX + "".join(secrets.choice(alphabet) for _ in range(16))
     secret = "".join(secrets.choice(string.ascii_letters + string.digits + "+/") for _ in range(40))
     return KeyPair(access, secret)
 
@@ -60,48 +61,19 @@ def key_pair_from(environ: Mapping[str, str]) -> KeyPair | None:
     return KeyPair(access, secret) if access else None
 
 
-def credentials_file(environ: Mapping[str, str]) -> Path:
-    """Where boto3 reads shared credentials: $AWS_SHARED_CREDENTIALS_FILE, else ~/.aws/credentials."""
-    return Path(environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials").expanduser()
-
-
-def write_profile(path: Path, profile: str, keys: KeyPair) -> None:
-    """Put `[profile]` with the pair into the credentials file at `path`, keeping its other profiles; the file ends up
-    0600 (only this user reads it) and is replaced atomically (a reader never sees half of it)."""
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", profile):
-        raise ValueError(f"profile: {profile!r} is not a usable profile name (letters, digits, '.', '_', '-')")
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    kept: list[str] = []
-    skipping = False
-    if path.exists():
-        for line in path.read_text().splitlines():
-            header = line.strip()
-            if header.startswith("[") and header.endswith("]"):
-                skipping = header[1:-1].strip() == profile
-            if not skipping:
-                kept.append(line)
-    while kept and not kept[-1].strip():
-        kept.pop()
-    section = [f"[{profile}]", f"aws_access_key_id = {keys.access_key}", f"aws_secret_access_key = {keys.secret_key}"]
-    text = "\n".join([*kept, *([""] if kept else []), *section]) + "\n"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # 0600 from the first byte, not chmod after
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 # ---- requests ----------------------------------------------------------------------------------------------------
+_HOST = re.compile(r"\[(?P<v6>[0-9a-f:.]+)\](?::[0-9]{1,5})?"     # [v6] or [v6]:port
+                   r"|(?P<name>[^:\[\]@/\s]+)(?::[0-9]{1,5})?"  # name or name:port
+                   r"|(?P<bare>[0-9a-f:.]+)")                     # a bare v6 address
+
+
 def host_name(header: str) -> str:
-    """The name in a Host header, lower case, without port or IPv6 brackets."""
-    value = header.strip().lower()
-    if value.startswith("["):
-        return value[1:].split("]", 1)[0]
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+    """The name in a Host header, lower case, without port or IPv6 brackets; "" for anything else (`a:80@b`,
+    `name:text`, `[::1]junk`: no browser sends these, and none names this serve)."""
+    found = _HOST.fullmatch(header.strip().lower())
+    if found is None:
+        return ""
+    return found.group("v6") or found.group("name") or found.group("bare")
 
 
 def own_host_names(bind: str, extra: Iterable[str] = ()) -> frozenset[str]:
@@ -151,19 +123,31 @@ def _parse_authorization(value: str) -> tuple[str, list[str], list[str], str]:
     return access, scope, fields["SignedHeaders"].lower().split(";"), fields["Signature"]
 
 
-def verify(method: str, path: str, headers: Mapping[str, str] | Any, body: bytes, keys: KeyPair, *,
-           now: datetime | None = None) -> None:
-    """Raise the API's error unless the request carries a valid SigV4 signature by `keys` within 15 minutes of now.
+@dataclass(frozen=True)
+class SignedRequest:
+    """What the headers of a request established before its body was read: the signature to check over the body."""
+
+    method: str
+    path: str
+    received: dict[str, str]  # the signed headers as they arrived
+    stamp: str                # X-Amz-Date
+    region: str
+    service: str
+    signature: str
+    declared_hash: str | None  # X-Amz-Content-SHA256, signed or not: the body must match it
+
+
+def authenticate_headers(method: str, path: str, headers: Mapping[str, str] | Any, keys: KeyPair, *,
+                         region: str | None = None, now: datetime | None = None) -> SignedRequest:
+    """Everything of the signature that the headers alone decide, so that a body is read only for a caller that holds
+    serve's key id, a fresh date and the right scope (botocore signs the payload hash but sends it only for S3).
+    Where the client did send X-Amz-Content-SHA256, the whole signature is checked here, over that declared hash.
 
     `headers` is the received header mapping (http.server's message: case-insensitive, get_all for repeats)."""
-    from botocore.auth import SigV4Auth
-    from botocore.awsrequest import AWSRequest
-    from botocore.credentials import Credentials
-
     authorization = headers.get("Authorization")
     if not authorization:
         raise ApiError(*_MISSING)
-    access, (day, region, service, _), signed, signature = _parse_authorization(authorization)
+    access, (day, scope_region, service, _), signed, signature = _parse_authorization(authorization)
     if not hmac.compare_digest(access.encode(), keys.access_key.encode()):
         raise ApiError(*_UNKNOWN_KEY)
     for needed in ("host", "x-amz-date") + (("x-amz-target",) if headers.get("X-Amz-Target") else ()):
@@ -182,26 +166,56 @@ def verify(method: str, path: str, headers: Mapping[str, str] | Any, body: bytes
     if when > now + MAX_SKEW:
         raise ApiError("InvalidSignatureException", f"Signature not yet current: {stamp} is still later than "
                                                     f"{fmt(now + MAX_SKEW)} ({fmt(now)} + 15 min.)")
+    if day != stamp[:8]:
+        raise ApiError(*_MISMATCH)
+    if region is not None and scope_region != region:  # AWS's answer to a request signed for another region
+        raise ApiError("InvalidSignatureException", f"Credential should be scoped to a valid region, not "
+                                                    f"'{scope_region}'. ")
     target = headers.get("X-Amz-Target") or ""
     expected_service = SIGNING_NAMES.get(target.partition(".")[0])
     if expected_service and service != expected_service:
         raise ApiError("InvalidSignatureException", f"Credential should be scoped to correct service: "
                                                     f"'{expected_service}'.")
-    declared = headers.get("X-Amz-Content-SHA256")
-    if declared is not None and declared != hashlib.sha256(body).hexdigest():
-        # botocore takes a declared payload hash as is: check it against the body actually received
-        raise ApiError(*_MISMATCH)
-    # The request as the client signed it: its method, path, query, body and only the headers it signed.
+    # The request as the client signed it: only the headers it signed.
     received = {name: ",".join(headers.get_all(name) if hasattr(headers, "get_all") else [headers[name]])
                 for name in signed if headers.get(name) is not None}
     if len(received) != len(signed):
         raise ApiError(*_MISMATCH)  # a signed header that did not arrive
-    request = AWSRequest(method=method, url=f"http://{received['host']}{path}", data=body, headers=received)
-    request.context["timestamp"] = stamp
-    signer = SigV4Auth(Credentials(keys.access_key, keys.secret_key), service, region)
-    if day != stamp[:8]:
+    request = SignedRequest(method, path, received, stamp, scope_region, service, signature,
+                            headers.get("X-Amz-Content-SHA256"))
+    if "x-amz-content-sha256" in received:  # the signed payload hash is in the headers: check before the body
+        _check_signature(request, None, keys)
+    return request
+
+
+def verify_body(request: SignedRequest, body: bytes, keys: KeyPair) -> None:
+    """The rest of the check once the body is read: its hash (declared or not) is the one that was signed."""
+    declared = request.declared_hash
+    if declared is not None and declared != hashlib.sha256(body).hexdigest():
+        # botocore takes a declared payload hash as is: check it against the body actually received
         raise ApiError(*_MISMATCH)
+    _check_signature(request, body, keys)
+
+
+def verify(method: str, path: str, headers: Mapping[str, str] | Any, body: bytes, keys: KeyPair, *,
+           region: str | None = None, now: datetime | None = None) -> None:
+    """Raise the API's error unless the request carries a valid SigV4 signature by `keys` within 15 minutes of now
+    (and, given `region`, scoped to it)."""
+    verify_body(authenticate_headers(method, path, headers, keys, region=region, now=now), body, keys)
+
+
+def _check_signature(request: SignedRequest, body: bytes | None, keys: KeyPair) -> None:
+    """Recompute the signature with botocore's own SigV4 signer (None: the body is not read yet, the declared
+    X-Amz-Content-SHA256 stands for it, as botocore's canonical request takes it)."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    aws = AWSRequest(method=request.method, url=f"http://{request.received['host']}{request.path}",
+                     data=body or b"", headers=request.received)
+    aws.context["timestamp"] = request.stamp
+    signer = SigV4Auth(Credentials(keys.access_key, keys.secret_key), request.service, request.region)
     # add_auth would stamp the current time; its steps with the request's own time give the signature to compare.
-    expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
-    if not hmac.compare_digest(expected.encode(), signature.encode()):
+    expected = signer.signature(signer.string_to_sign(aws, signer.canonical_request(aws)), aws)
+    if not hmac.compare_digest(expected.encode(), request.signature.encode()):
         raise ApiError(*_MISMATCH)

@@ -1,18 +1,27 @@
 """CloudWatch Logs reads for training jobs: one stream per host, `<job>/<host>-<epoch>`, from the host's log file.
+A stream is found by the names serve issued (the job's hosts from its plan), never from a path in the request.
 
-Each line gets a timestamp when the endpoint first reads it, and keeps it, so startTime / token paging is stable."""
+Each line gets a timestamp when the endpoint first reads it, and keeps it, so startTime / token paging is stable; a
+token is a byte offset in the host's log, and a page is read from the file on demand (a 1 GiB log is never held in
+memory: serve keeps one (offset, time) mark per read that found new lines)."""
 from __future__ import annotations
 
+import bisect
+import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
+from ..contract.no_follow import open_read_nofollow
 from .jobs import Jobs
 from .protocol import ApiError
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 PAGE = 1000
+PAGE_BYTES = 2**20        # of messages in one answer, as CloudWatch's 1 MB
+MAX_EVENT_BYTES = 2**18   # CloudWatch's largest event (256 KiB): a longer line is split
 
 
 def _raw(line: str, host: str) -> str:
@@ -25,9 +34,43 @@ def _raw(line: str, host: str) -> str:
 
 @dataclass
 class _Stream:
-    events: list[tuple[int, str]] = field(default_factory=list)
-    offset: int = 0          # bytes of the file already turned into events
-    partial: bytes = b""
+    """What serve keeps of a host's log: where its complete events end, and when each stretch of it was first read.
+    The lines themselves stay in the file: a page is read from it on demand, so memory does not grow with the log."""
+
+    end: int = 0                                   # bytes of the file that form complete events
+    marks: list[tuple[int, int]] = field(default_factory=list)  # (offset, ms): events from offset on first seen then
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def stamp(self, offset: int) -> int:
+        """The timestamp of the event at `offset`."""
+        at = bisect.bisect_right(self.marks, (offset, 2**63)) - 1
+        return self.marks[at][1] if at >= 0 else 0
+
+    def offset_since(self, ms: int) -> int:
+        """The offset of the first event stamped `ms` or later (`end` when none)."""
+        at = bisect.bisect_left([t for _, t in self.marks], ms)
+        return self.marks[at][0] if at < len(self.marks) else self.end
+
+
+def _open(path: Path) -> BinaryIO:
+    """The host's log (<job>/logs/<host>.log) opened without following a link or opening a FIFO or device."""
+    return open_read_nofollow(path.parent.parent, Path(path.parent.name, path.name))
+
+
+def _complete_end(f: BinaryIO, start: int, size: int) -> int:
+    """Where the complete events of bytes start..size end: after the last newline, else after the last whole
+    MAX_EVENT_BYTES piece of an unterminated line. Scanned backwards in chunks: memory bounded whatever the size."""
+    if size <= start:  # nothing new (or the file was truncated: what was served stays as it was)
+        return start
+    position = size
+    while position > start:
+        chunk_start = max(start, position - 2**16)
+        f.seek(chunk_start)
+        newline = f.read(position - chunk_start).rfind(b"\n")
+        if newline >= 0:
+            return chunk_start + newline + 1
+        position = chunk_start
+    return start + (size - start) // MAX_EVENT_BYTES * MAX_EVENT_BYTES
 
 
 class LogStreams:
@@ -41,21 +84,75 @@ class LogStreams:
         epoch = self._created.setdefault(job, int(time.time()))
         return f"{job}/{host}-{epoch}"
 
+    def _issued(self, stream_name: str) -> tuple[str, str] | None:
+        """(job, host) of a stream name serve gave out (a job's host from its plan, the job's epoch), else None:
+        nothing of the requested name is ever joined into a path."""
+        job = stream_name.partition("/")[0]
+        for host in self._jobs.hosts(job):
+            if self._name(job, host) == stream_name:
+                return job, host
+        return None
+
     def _read(self, job: str, host: str) -> _Stream | None:
+        """The stream, its complete events brought up to the file's end (the new ones stamped now)."""
         path = self._jobs.log_file(job, host)
-        if path is None or not path.is_file():
+        if path is None:
+            return None
+        try:
+            f = _open(path)
+        except OSError:  # not there yet, or not a plain file (a link, a FIFO): no stream
             return None
         with self._lock:
             stream = self._streams.setdefault((job, host), _Stream())
-            with open(path, "rb") as f:
-                f.seek(stream.offset)
-                data = f.read()
-            stream.offset += len(data)
-            complete, _, stream.partial = (stream.partial + data).rpartition(b"\n")
-            now = int(time.time() * 1000)
-            if complete:
-                stream.events += [(now, _raw(line.decode("utf-8", "replace"), host)) for line in complete.split(b"\n")]
-            return stream
+        with f, stream.lock:
+            end = _complete_end(f, stream.end, os.fstat(f.fileno()).st_size)
+            if end > stream.end:
+                now = max(int(time.time() * 1000), stream.marks[-1][1] if stream.marks else 0)  # sorted for bisect
+                stream.marks.append((stream.end, now))
+                stream.end = end
+        return stream
+
+    def _page(self, job: str, host: str, start: int, stop: int, stream: _Stream,
+              limit: int) -> tuple[list[dict[str, Any]], int]:
+        """Up to `limit` events (and PAGE_BYTES of messages) from offset `start` up to `stop`, and the offset after
+        them."""
+        path = self._jobs.log_file(job, host)
+        events: list[dict[str, Any]] = []
+        if path is None:
+            return events, start
+        size = 0
+        with _open(path) as f:
+            f.seek(start)
+            while start < stop and len(events) < limit and size < PAGE_BYTES:
+                line = f.readline(min(MAX_EVENT_BYTES, stop - start))
+                if not line:
+                    break
+                stamp = stream.stamp(start)
+                start += len(line)
+                size += len(line)
+                message = _raw(line.rstrip(b"\n").decode("utf-8", "replace"), host)
+                events.append({"timestamp": stamp, "message": message, "ingestionTime": stamp})
+        return events, start
+
+    def _tail_start(self, job: str, host: str, start: int, stop: int, limit: int) -> int:
+        """The offset of the first of the last `limit` lines in start..stop (which ends after a newline or a whole
+        MAX_EVENT_BYTES piece): scanned backwards in chunks, memory bounded whatever the size."""
+        path = self._jobs.log_file(job, host)
+        if path is None or stop <= start:
+            return start
+        with _open(path) as f:
+            position, found = stop - 1, 0  # the byte before `stop` ends the last line: not a boundary to count
+            while position > start:
+                chunk_start = max(start, position - 2**16)
+                f.seek(chunk_start)
+                chunk = f.read(position - chunk_start)
+                at = len(chunk)
+                while (at := chunk.rfind(b"\n", 0, at)) >= 0:
+                    found += 1
+                    if found == limit:
+                        return chunk_start + at + 1
+                position = chunk_start
+        return start
 
     def describe_streams(self, params: dict[str, Any]) -> dict[str, Any]:
         if params.get("logGroupName") != LOG_GROUP:
@@ -71,9 +168,9 @@ class LogStreams:
                     continue
                 name = self._name(served.name, host)
                 if name.startswith(prefix):
-                    last = stream.events[-1][0] if stream.events else int(served.created * 1000)
+                    last = stream.marks[-1][1] if stream.marks else int(served.created * 1000)
                     out.append({"logStreamName": name, "creationTime": int(served.created * 1000),
-                                "firstEventTimestamp": stream.events[0][0] if stream.events else last,
+                                "firstEventTimestamp": stream.marks[0][1] if stream.marks else last,
                                 "lastEventTimestamp": last, "lastIngestionTime": last, "storedBytes": 0})
         out.sort(key=lambda s: str(s["logStreamName"]), reverse=bool(params.get("descending")))
         return {"logStreams": out[: int(params.get("limit") or 50)]}
@@ -81,10 +178,9 @@ class LogStreams:
     def get_events(self, params: dict[str, Any]) -> dict[str, Any]:
         if params.get("logGroupName") != LOG_GROUP:
             raise ApiError("ResourceNotFoundException", "The specified log group does not exist.")
-        job, _, tail = params["logStreamName"].partition("/")
-        host = tail.rsplit("-", 1)[0]
-        stream = self._read(job, host)
-        if stream is None:
+        issued = self._issued(params["logStreamName"])
+        stream = self._read(*issued) if issued is not None else None
+        if issued is None or stream is None:
             raise ApiError("ResourceNotFoundException", "The specified log stream does not exist.")
         start = 0
         token = params.get("nextToken")
@@ -93,11 +189,17 @@ class LogStreams:
                 start = int(token.split("/", 1)[1])
             except (IndexError, ValueError):
                 raise ApiError("InvalidParameterException", "The specified nextToken is invalid.") from None
-        events = stream.events
+            if not 0 <= start <= stream.end:
+                raise ApiError("InvalidParameterException", "The specified nextToken is invalid.")
         since = params.get("startTime")
-        while start < len(events) and since is not None and events[start][0] < since:
-            start += 1
-        page = events[start: start + int(params.get("limit") or PAGE)]
-        end = start + len(page)
-        return {"events": [{"timestamp": ts, "message": msg, "ingestionTime": ts} for ts, msg in page],
-                "nextForwardToken": f"f/{end:056d}", "nextBackwardToken": f"b/{start:056d}"}
+        if since is not None:
+            start = max(start, stream.offset_since(since))
+        # endTime is exclusive and 0 a valid bound (is not None: no event is stamped before epoch 0)
+        until = params.get("endTime")
+        stop = stream.end if until is None else max(start, min(stream.end, stream.offset_since(until)))
+        limit = min(max(int(params.get("limit") or PAGE), 1), PAGE)
+        if not token and not params.get("startFromHead"):
+            # CloudWatch's default (startFromHead false, no token): the LAST `limit` events of the range
+            start = self._tail_start(issued[0], issued[1], start, stop, limit)
+        events, end = self._page(issued[0], issued[1], start, stop, stream, limit)
+        return {"events": events, "nextForwardToken": f"f/{end:056d}", "nextBackwardToken": f"b/{start:056d}"}

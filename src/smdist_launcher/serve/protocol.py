@@ -61,21 +61,51 @@ def _timestamps(value: Any, shape: Any) -> Any:
     return value
 
 
-def validate(service: str, operation: str, params: dict[str, Any]) -> None:
-    """ValidationException with botocore's own report when `params` do not fit the operation's input shape."""
+def _timestamp_keys(value: Any, shape: Any, path: str = "") -> str:
+    """The key paths of the timestamp values in a request, for the answer that one is out of range."""
+    if shape is None:
+        return ""
+    if shape.type_name == "timestamp" and isinstance(value, (int, float)):
+        return path
+    found: list[str] = []
+    if shape.type_name == "structure" and isinstance(value, dict):
+        found = [_timestamp_keys(v, shape.members.get(k), f"{path}.{k}" if path else k) for k, v in value.items()]
+    elif shape.type_name == "list" and isinstance(value, list):
+        found = [_timestamp_keys(v, shape.member, f"{path}[{i}]") for i, v in enumerate(value)]
+    elif shape.type_name == "map" and isinstance(value, dict):
+        found = [_timestamp_keys(v, shape.value, f"{path}.{k}") for k, v in value.items()]
+    return ", ".join(f for f in found if f)
+
+
+def validate(service: str, operation: str, params: Any) -> None:
+    """ValidationException unless `params` fit the operation's input shape: types and required members (botocore's
+    own report), then every pattern, enum and length bound of the service model, and serve's S3-only rule
+    (request_rules). The one check every request passes before any file or process is touched."""
     from botocore.exceptions import ParamValidationError
     from botocore.validate import validate_parameters
+
+    from .request_rules import message, problems
 
     try:
         model = service_model(service).operation_model(operation)
     except Exception:  # noqa: BLE001 - botocore raises OperationNotFoundError
         raise ApiError("UnknownOperationException", f"{operation} is not a {service} operation") from None
+    if not isinstance(params, dict):
+        raise ApiError("SerializationException", "the request body is not a JSON object")
     if model.input_shape is None:
         return
     try:
-        validate_parameters(_timestamps(params, model.input_shape), model.input_shape)
+        stamped = _timestamps(params, model.input_shape)
+    except (OverflowError, ValueError, OSError) as exc:  # epoch seconds no datetime holds (1e30, NaN)
+        keys = _timestamp_keys(params, model.input_shape)
+        raise ApiError("ValidationException", f"a timestamp is out of range ({exc}): {keys}") from None
+    try:
+        validate_parameters(stamped, model.input_shape)
     except ParamValidationError as exc:
         raise ApiError("ValidationException", str(exc).replace("Parameter validation failed:\n", "")) from None
+    found = list(problems(model.input_shape, params))
+    if found:
+        raise ApiError("ValidationException", message(found))
 
 
 def encode(value: Any) -> Any:

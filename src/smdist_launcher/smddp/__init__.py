@@ -21,6 +21,12 @@ def force_path(group: object, collective: str, path: str | None) -> None:
     """Pin ``collective`` ("all_gather", "all_reduce") of an smddp group to one path
     ("nccl", "ce", "one_shot", "two_shot"), or back to the routing table with ``None``.
     For benchmarks and tests; every rank of the group must make the same call."""
-    if not isinstance(group, SmddpProcessGroup):
+    if isinstance(group, SmddpProcessGroup):
+        group.cuda_path.router.force(collective, path)
+        return
+    from .native_backend import force_native_path, native_backend_of
+
+    native = native_backend_of(group)
+    if native is None:
         raise TypeError(f"force_path: expected an smddp process group, got {type(group).__name__}")
-    group.cuda_path.router.force(collective, path)
+    force_native_path(native, collective, path)

@@ -22,13 +22,27 @@ _loaded: ctypes.CDLL | None = None
 _reason: str | None = None
 
 
-def source_path() -> Path | None:
-    """native/smddp/ce_pull.cpp of the source tree, or a copy shipped inside the package."""
+def native_source(name: str) -> Path | None:
+    """native/smddp/<name> of the source tree, or a copy shipped inside the package."""
     here = Path(__file__).resolve()
-    for candidate in (here.parents[3] / "native" / "smddp" / SOURCE_NAME, here.with_name(SOURCE_NAME)):
+    for candidate in (here.parents[3] / "native" / "smddp" / name, here.with_name(name)):
         if candidate.is_file():
             return candidate
     return None
+
+
+def enabled_source(switch: str, name: str) -> Path:
+    """The source to build, unless the environment variable ``switch`` is ``0`` or it is not installed."""
+    if os.environ.get(switch, "1") == "0":
+        raise RuntimeError(f"{switch}=0")
+    src = native_source(name)
+    if src is None:
+        raise RuntimeError(f"{name} is not in this installation")
+    return src
+
+
+def source_path() -> Path | None:
+    return native_source(SOURCE_NAME)
 
 
 def _cache_dir() -> Path:
@@ -81,12 +95,7 @@ def load() -> ctypes.CDLL | None:
     if _loaded is not None or _reason is not None:
         return _loaded
     try:
-        if os.environ.get("SMDDP_NATIVE", "1") == "0":
-            raise RuntimeError("SMDDP_NATIVE=0")
-        src = source_path()
-        if src is None:
-            raise RuntimeError(f"{SOURCE_NAME} is not in this installation")
-        lib = ctypes.CDLL(str(_build(src)))
+        lib = ctypes.CDLL(str(_build(enabled_source("SMDDP_NATIVE", SOURCE_NAME))))
         _declare(lib)
         rc = lib.smddp_ce_init()
         if rc != 0:

@@ -1,7 +1,8 @@
 """The "smddp" process group: one object per group that sends each call to the right path.
 
 CPU tensors go to gloo (CI, local mode), CUDA tensors to :class:`CudaPath` (NVLink fast
-paths + NCCL). A Python ``ProcessGroup`` subclass (not a C++ ``c10d::Backend``): see README.md.
+paths + NCCL). Where CUDA is present the creator returns the native C++ backend instead
+(native_backend.py) and this Python group is its fallback: see README.md.
 Both the pre-2.12 method names (``_allgather_base``) and the new ones (``all_gather_single``)
 are defined, because Python callers use whichever their torch version knows.
 """
@@ -187,8 +188,18 @@ class SmddpProcessGroup(_ProcessGroupBase):
         return f"SmddpProcessGroup(rank={self.rank()}, size={self.size()})"
 
 
-def create_smddp_process_group(store: dist.Store, rank: int, size: int, timeout: timedelta) -> SmddpProcessGroup:
-    """The creator ``dist.Backend.register_backend`` calls for every new group."""
+def create_smddp_process_group(store: dist.Store, rank: int, size: int, timeout: timedelta) -> Any:
+    """The creator ``dist.Backend.register_backend`` calls for every new group.
+
+    With CUDA, the native C++ backend (native_backend.py) when it builds; otherwise, and on
+    CPU-only machines (CI, local mode), this Python process group.
+    """
+    if torch.cuda.is_available() and hasattr(dist, "ProcessGroupNCCL"):
+        from . import native_backend
+
+        module = native_backend.load()
+        if module is not None:
+            return native_backend.create(module, store, rank, size, timeout)
     return SmddpProcessGroup(store, rank, size, timeout)
 
 

@@ -35,6 +35,27 @@ DEFAULT_ROUTES: dict[tuple[str, int], Route] = {
     # 2 or 4 GPUs; both stay available through force_path / SMDDP_ROUTES.
 }
 
+# The native backend (native_backend.py) issues the same kernels without per-call Python (the
+# 20-40 us that made them lose above), so its AllReduce routes differ. Chosen from the forced
+# paths of benchmarks/collectives.py on 2x H100 (docs/benchmarks.md, 2026-11-27): eager, one-shot
+# took 25-26 us up to 2 MiB against NCCL's 42-48 us; at 4 MiB two-shot won (35-45 us vs 46 us)
+# eager and in a graph; from 16 MiB NCCL. 4 GPUs unmeasured with the native backend: NCCL.
+NATIVE_ROUTES: dict[tuple[str, int], Route] = {
+    **DEFAULT_ROUTES,
+    ("all_reduce", 2): [(2 * MiB, "one_shot"), (4 * MiB, "two_shot")],
+}
+
+# Per GPU model, where the copy-engine AllGather measured differently from the H200 table above:
+# on 2x H100 the copy engines peaked at ~246 GB/s busbw against NCCL's 253-264 GB/s from 512 MiB
+# (0.93-0.96x) and won only at 64-128 MiB (1.00-1.04x).
+GPU_ROUTES: dict[str, dict[tuple[str, int], Route]] = {
+    "H100": {("all_gather", 2): [(64 * MiB - 1, "nccl"), (256 * MiB - 1, "ce"), (UNBOUNDED, "nccl")]},
+}
+
+# Codes the C++ backend uses (smddp_backend.cpp: enum Coll, enum Path).
+NATIVE_COLL_CODES = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2}
+NATIVE_PATH_CODES = {"nccl": 0, "ce": 1, "one_shot": 2, "two_shot": 3}
+
 
 def _load_overrides() -> dict[tuple[str, int], Route]:
     raw = os.environ.get("SMDDP_ROUTES", "").strip()
@@ -62,8 +83,13 @@ def _load_overrides() -> dict[tuple[str, int], Route]:
 class Router:
     """Picks a path per call; ``force`` pins one collective to one path (benchmarks, tests)."""
 
-    def __init__(self, table: dict[tuple[str, int], Route] | None = None) -> None:
-        self.table = dict(DEFAULT_ROUTES)
+    def __init__(
+        self, table: dict[tuple[str, int], Route] | None = None, native: bool = False, gpu: str = ""
+    ) -> None:
+        self.table = dict(NATIVE_ROUTES if native else DEFAULT_ROUTES)
+        for model, routes in GPU_ROUTES.items():
+            if model in gpu:  # gpu: torch.cuda.get_device_name(), e.g. "NVIDIA H100 80GB HBM3"
+                self.table.update(routes)
         self.table.update(_load_overrides() if table is None else table)
         self.forced: dict[str, str] = {}
 
@@ -82,3 +108,13 @@ class Router:
         if path not in PATHS:
             raise ValueError(f"smddp force path: {path!r} is not one of {PATHS}")
         self.forced[collective] = path
+
+
+def native_route_codes(router: Router, group_size: int) -> list[tuple[int, int, int]]:
+    """The router's table for one group size as (collective, largest bytes, path) codes for C++."""
+    return [
+        (NATIVE_COLL_CODES[coll], limit, NATIVE_PATH_CODES[path])
+        for (coll, size), route in sorted(router.table.items())
+        if size == group_size and coll in NATIVE_COLL_CODES
+        for limit, path in route
+    ]

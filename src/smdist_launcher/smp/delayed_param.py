@@ -17,10 +17,27 @@ InitMethod = Callable[[nn.Module], None]
 
 
 @contextlib.contextmanager
-def init_empty_weights() -> Iterator[None]:
-    """Parameters and buffers created inside have no storage (meta device)."""
-    with torch.device("meta"):
+def init_empty_weights(include_buffers: bool = False) -> Iterator[None]:
+    """Parameters created inside have no storage (meta device). Buffers stay real unless ``include_buffers``:
+    models compute some in their constructors (rotary ``inv_freq`` tables) and nothing re-creates them later."""
+    if include_buffers:
+        with torch.device("meta"):
+            yield
+        return
+    original = nn.Module.register_parameter
+
+    def register_parameter(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
+        original(module, name, param)
+        if param is not None and not param.is_meta:
+            meta = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+            meta.__dict__.update(param.__dict__)
+            module._parameters[name] = meta
+
+    nn.Module.register_parameter = register_parameter  # type: ignore[method-assign,assignment]
+    try:
         yield
+    finally:
+        nn.Module.register_parameter = original  # type: ignore[method-assign]
 
 
 def _reset(module: nn.Module, init_method: InitMethod | None) -> None:
@@ -34,12 +51,29 @@ def _direct_tensors(module: nn.Module) -> list[torch.Tensor]:
     return list(module.parameters(recurse=False)) + list(module.buffers(recurse=False))
 
 
+def _has_meta(module: nn.Module) -> bool:
+    return any(t.is_meta for t in _direct_tensors(module))
+
+
+def _materialize_direct(module: nn.Module, device: torch.device | str) -> None:
+    """Meta tensors become uninitialized storage on ``device``; real ones (buffers built eagerly) are moved."""
+    module._apply(lambda t: torch.empty_like(t, device=device) if t.is_meta else t.to(device), recurse=False)
+
+
+def _default_init(model: nn.Module) -> InitMethod | None:
+    # Hugging Face models initialize any of their modules (norms without reset_parameters too) with _init_weights.
+    init = getattr(model, "_init_weights", None)
+    return init if callable(init) else None
+
+
 @torch.no_grad()
 def materialize(model: nn.Module, device: torch.device | str, init_method: InitMethod | None = None) -> nn.Module:
     """Allocate (local shards of) meta parameters on ``device`` and initialize them module by module."""
-    model.to_empty(device=device)
+    init_method = init_method or _default_init(model)
     for module in model.modules():
-        if _direct_tensors(module):
+        had_meta = _has_meta(module)
+        _materialize_direct(module, device)
+        if had_meta:
             _reset(module, init_method)
     return model
 
@@ -50,7 +84,7 @@ class DelayedParamIniter:
     def __init__(self, model: nn.Module, init_method_using_config: InitMethod | None = None,
                  verbose: bool = False) -> None:
         self.model = model
-        self.init_method = init_method_using_config
+        self.init_method = init_method_using_config or _default_init(model)
         self.verbose = verbose
         self._tied = self._find_tied(model)
 
@@ -67,8 +101,8 @@ class DelayedParamIniter:
             device = (torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available()
                       else torch.device("cpu"))
             for sub in module.modules():
-                if any(t.is_meta for t in _direct_tensors(sub)):
-                    sub.to_empty(device=device, recurse=False)
+                if _has_meta(sub):
+                    _materialize_direct(sub, device)
                     with torch.no_grad():
                         _reset(sub, self.init_method)
         return init_fn

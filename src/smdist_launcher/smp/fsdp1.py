@@ -5,8 +5,9 @@ What the config decides (SMP v2's rules for ``hybrid_shard_degree``):
 - ``hybrid_shard_degree`` N with 0 < N < data-parallel size: shard over N ranks, replicate across the rest
   (FULL_SHARD becomes HYBRID_SHARD, SHARD_GRAD_OP becomes _HYBRID_SHARD_ZERO2);
 - 0 with FULL_SHARD: shard over all data-parallel ranks; 0 with HYBRID_SHARD: shard within a host;
-- ``tensor_parallel_degree`` > 1: FSDP gets the data-parallel slice of SMP's device mesh, so the
-  tensor-parallel DTensor parameters from ``tsm.transform`` are sharded 2-D (FSDP's DTensor extension).
+- ``tensor_parallel_degree`` > 1: ``tsm.transform``'s modules (inferred plans) hand FSDP their local shards as plain
+  parameters over the data-parallel groups; DTensor parameters from a caller's own ``plan=`` get the data-parallel
+  slice of SMP's device mesh instead (FSDP's DTensor extension, 2-D).
 Also accepts SMP's ``post_param_init_fn`` keyword (called on the wrapped model once it is built).
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
 from . import process_group as pg
 from .logger import get_logger
 from .state import relayout, state
+from .tensor_parallel import local_modules
 
 _HYBRID = (ShardingStrategy.HYBRID_SHARD, ShardingStrategy._HYBRID_SHARD_ZERO2)
 _TO_HYBRID = {ShardingStrategy.FULL_SHARD: ShardingStrategy.HYBRID_SHARD,
@@ -36,8 +38,10 @@ def _native_hybrid_shard(dp: int, tp: int) -> int:
     return math.gcd(per_host, dp)
 
 
-def resolve(sharding_strategy: ShardingStrategy | None) -> tuple[ShardingStrategy, dict[str, Any]]:
-    """The strategy and the process_group / device_mesh keyword FSDP gets from tsm.state."""
+def resolve(sharding_strategy: ShardingStrategy | None,
+            dtensor_params: bool = True) -> tuple[ShardingStrategy, dict[str, Any]]:
+    """The strategy and the process_group / device_mesh keyword FSDP gets from tsm.state (a device mesh only where
+    FSDP must see tensor-parallel DTensor parameters)."""
     strategy = sharding_strategy or ShardingStrategy.FULL_SHARD
     layout = state.layout
     assert layout is not None
@@ -54,7 +58,7 @@ def resolve(sharding_strategy: ShardingStrategy | None) -> tuple[ShardingStrateg
             strategy = _FROM_HYBRID[strategy]  # nothing to replicate across: the same math without a second group
     mesh = state.device_mesh
     assert mesh is not None
-    if layout.tp > 1:
+    if layout.tp > 1 and dtensor_params:
         if strategy in _HYBRID:
             return strategy, {"device_mesh": mesh["replicate", "shard"]}
         return strategy, {"device_mesh": state.dp_flat_mesh}
@@ -83,15 +87,21 @@ def install() -> None:
     def __init__(self: FullyShardedDataParallel, module: nn.Module, process_group: Any = None,
                  sharding_strategy: ShardingStrategy | None = None, *args: Any,
                  post_param_init_fn: Callable[[nn.Module], None] | None = None, **kwargs: Any) -> None:
+        tp_sharded = _tp_sharded_names(module) if state.initialized and state.tensor_parallel_degree > 1 else None
+        # tsm.transform's modules compute on local shards: FSDP1 flattens those as plain tensors over the
+        # data-parallel groups (with DTensors, use_orig_params=True failed writing back global-shape views).
+        local_tp = tp_sharded is not None and bool(local_modules.local_tp_modules(module))
+        if local_tp:
+            local_modules.to_local_parameters(module)
+            tp_sharded = None  # clip_grad_norm_ reads the modules' roles instead
         if state.initialized and process_group is None and kwargs.get("device_mesh") is None and not args:
-            chosen, groups = resolve(sharding_strategy)
+            chosen, groups = resolve(sharding_strategy, dtensor_params=not local_tp)
             if chosen != (sharding_strategy or ShardingStrategy.FULL_SHARD):
                 get_logger().debug("smp: FSDP sharding_strategy %s -> %s (hybrid_shard_degree=%d)",
                                    sharding_strategy, chosen, state.cfg.hybrid_shard_degree)
             sharding_strategy = chosen
             process_group = groups.pop("process_group", None)
             kwargs.update(groups)
-        tp_sharded = _tp_sharded_names(module) if state.initialized and state.tensor_parallel_degree > 1 else None
         original(self, module, process_group, sharding_strategy, *args, **kwargs)
         if tp_sharded is not None:
             cast(Any, self)._smp_tp_sharded_fqns = tp_sharded  # for tsm's clip_grad_norm_

@@ -47,7 +47,6 @@ def _device() -> torch.device:
 
 def _fsdp1_with_tp(model: FullyShardedDataParallel, norm_type: float) -> torch.Tensor:
     """FSDP1 over tensor-parallel DTensors (use_orig_params): FSDP's own norm misses the other TP ranks' shards."""
-    from .state import state
     tp_sharded = getattr(model, "_smp_tp_sharded_fqns", None)
     if tp_sharded is None:
         raise RuntimeError("smp: clip_grad_norm_ with tensor parallelism needs FSDP(..., use_orig_params=True) over "
@@ -58,6 +57,36 @@ def _fsdp1_with_tp(model: FullyShardedDataParallel, norm_type: float) -> torch.T
         if p.grad is None:
             continue
         (sharded if _clean(name) in tp_sharded else replicated).append(p.grad)
+    return _tp_total(sharded, replicated, model, norm_type)
+
+
+def _fsdp1_local_tp(model: FullyShardedDataParallel, norm_type: float) -> torch.Tensor:
+    """FSDP1 over tsm.transform's local-shard modules (use_orig_params True or False): each flat parameter's
+    gradient shard is split back into its parameters' pieces, and the modules' TP roles say which pieces differ
+    across TP ranks."""
+    from torch.distributed.fsdp._traversal_utils import _get_fsdp_handles
+
+    from .tensor_parallel.local_modules import is_tp_sharded
+    sharded: list[torch.Tensor] = []
+    replicated: list[torch.Tensor] = []
+    for handle in _get_fsdp_handles(model):
+        flat = handle.flat_param
+        grad = flat.grad
+        if grad is None:
+            continue
+        for (param_name, module, _), shard in zip(flat._param_infos, flat._shard_param_infos, strict=True):
+            if not shard.in_shard:
+                continue
+            piece = grad[shard.offset_in_shard:shard.offset_in_shard + shard.numel_in_shard]
+            (sharded if is_tp_sharded(module, param_name) else replicated).append(piece)
+    return _tp_total(sharded, replicated, model, norm_type)
+
+
+def _tp_total(sharded: list[torch.Tensor], replicated: list[torch.Tensor], model: FullyShardedDataParallel,
+              norm_type: float) -> torch.Tensor:
+    """The norm over FSDP's shard group and the TP group: TP-sharded gradients differ across TP ranks, the
+    replicated ones are counted once (divided by the TP degree before the TP sum)."""
+    from .state import state
     dev = _device()
     tp = state.tensor_parallel_degree
     if math.isinf(norm_type):
@@ -65,8 +94,7 @@ def _fsdp1_with_tp(model: FullyShardedDataParallel, norm_type: float) -> torch.T
     else:
         local = _local_power(sharded, norm_type) + _local_power(replicated, norm_type) / tp
     total = _reduce(local, model.process_group, norm_type, dev)  # FSDP's shard group
-    total = _reduce(total, state.tp_process_group, norm_type, dev)
-    return total
+    return _reduce(total, state.tp_process_group, norm_type, dev)
 
 
 def _clean(name: str) -> str:
@@ -118,7 +146,10 @@ def clip_grad_norm_(model: nn.Module | Iterable[nn.Parameter], max_norm: float, 
         model = model._checkpoint_wrapped_module
     if isinstance(model, FullyShardedDataParallel) and (not state.initialized or state.tensor_parallel_degree == 1):
         return model.clip_grad_norm_(max_norm, norm_type)
-    if isinstance(model, FullyShardedDataParallel):
+    if isinstance(model, FullyShardedDataParallel) and getattr(model, "_smp_tp_sharded_fqns", None) is None:
+        power = _fsdp1_local_tp(model, norm_type)
+        params = [p for p in model.parameters() if p.grad is not None]
+    elif isinstance(model, FullyShardedDataParallel):
         power = _fsdp1_with_tp(model, norm_type)
         params = [p for p in model.parameters() if p.grad is not None]
     else:

@@ -16,6 +16,7 @@ from .activation_checkpoint import block_names
 from .config import check_against_world, load_config, raw_parameters
 from .mesh import build_mesh, layout_for
 from .state import SMPState, state
+from .tensor_parallel import local_modules
 from .tensor_parallel.transformer import mark_transformer_layers
 from .tp_plan import TPPlan, divide_head_counts, find_blocks, infer_plan
 
@@ -83,7 +84,13 @@ def transform(model: nn.Module, device: torch.device | str | None = None, dtype:
         if not chosen.styles:
             raise ValueError("smp: tensor_parallel_degree > 1 but no module of the model matches a tensor-parallel "
                              "plan (attention/MLP projection names or chained nn.Linear layers); pass plan=")
-        parallelize_module(model, state.tp_mesh, chosen.styles)
+        if plan is None:
+            # Inferred plans run on local tensors with explicit collectives (see tensor_parallel.local_modules);
+            # a caller's own plan= goes through DTensor's parallelize_module as given.
+            chosen.sequence_parallel = local_modules.apply(model, chosen.styles, chosen.blocks,
+                                                           chosen.sequence_parallel, state.tp_mesh)
+        else:
+            parallelize_module(model, state.tp_mesh, chosen.styles)
         divide_head_counts(model, chosen.attention_modules, tp)
         cast(Any, model)._smp_tp_plan = chosen
     # Scripts select SMP's blocks with isinstance(m, TransformerLayer) (auto-wrap and checkpointing policies).

@@ -14,14 +14,11 @@ from serve.conftest import REGION, running_serve
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]  # the first run builds the base image
 
 def test_the_official_sdk_v3_runs_mpi_in_the_smdist_image(use_engine: Any, smdist_image: str, moto_endpoint: str,
-                                                          tmp_path: Path) -> None:
+                                                          tmp_path: Path, sdk_v3_python: Path) -> None:
     """Unchanged `ModelTrainer(distributed=MPI(...))` with the smdist image: v3's sm_train.sh and MPI driver, sshd on
     port 22 in every container, mpirun over ssh, ranks on both hosts."""
-    from serve import sdk_v3_env
     from serve.test_sdk_v3_client import MPI_CASE, ClientRun, _client_env, _source
 
-    if not sdk_v3_env.is_built():
-        pytest.skip("the SDK v3 venv is not built (the serve tests build it)")
     environ = {"DOCKER_HOST": use_engine.env["DOCKER_HOST"], "SMDIST_DOCKER_IMAGE": smdist_image}
     with running_serve(moto_endpoint, tmp_path, "docker", environ=environ) as served:
         s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name=REGION, aws_access_key_id="testing",
@@ -29,7 +26,7 @@ def test_the_official_sdk_v3_runs_mpi_in_the_smdist_image(use_engine: Any, smdis
         s3.create_bucket(Bucket="v3-docker-mpi")
         script, spec = MPI_CASE
         source = _source(tmp_path / "src", script)
-        out, printed = ClientRun(str(sdk_v3_env.python()), _client_env(served, moto_endpoint, tmp_path),
+        out, printed = ClientRun(str(sdk_v3_python), _client_env(served, moto_endpoint, tmp_path),
                                  {"bucket": "v3-docker-mpi", "source_dir": str(source), "entry_script": "train.py",
                                   "image": smdist_image, "base_job_name": "v3-docker-mpi", **spec}, tmp_path).result()
     assert out["status"] == "Completed", (out, printed[-4000:])

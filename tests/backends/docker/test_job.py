@@ -69,3 +69,21 @@ def test_worker_container_killed_ends_the_job(use_engine, tmp_path):
     assert job.record.status == records.FAILED  # ended by the kill, not by max_run
     assert job.record.failure_reason.startswith("host algo-2")
     assert use_engine.containers() == [] and job_processes(job.record.job_id) == []
+
+
+@pytest.mark.mpi
+def test_a_killed_mpi_container_is_retried_on_fresh_trees(use_engine, tmp_path):
+    """The resilience matrix's docker cell: 2 containers x 2 ranks under mpirun through the image's sshd, algo-2 killed
+    in attempt 1. Attempt 2's containers mount fresh trees (no old failure.json or master_done.json) and the job ends
+    Completed with attempt 2's files only; no container or network is left."""
+    from smdist_launcher.backends.docker import run_job
+    from smdist_launcher.backends.toolkit.faults import parse_fault
+
+    from ..resilience_job import assert_retried_cleanly, shapes_estimator
+
+    est = shapes_estimator(tmp_path, fail="wait", distribution={"mpi": {"enabled": True, "processes_per_host": 2}})
+    job = run_job(est.submission(est.plan(job_name="docker-mpi-killed")), jobs_root=tmp_path / "jobs", logs=False,
+                  faults=[parse_fault("kill-host:algo-2@1")])
+    assert_retried_cleanly(job.job_dir, "host_lost", {"algo-1": ["0", "1"], "algo-2": ["2", "3"]})
+    assert use_engine.containers() == []
+    assert job_processes(job.record.job_id) == []

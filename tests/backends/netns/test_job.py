@@ -89,3 +89,19 @@ def test_a_killed_host_is_retried_from_the_last_checkpoint(netns_ready, tmp_path
     assert second["cause"] == "completed" and second["restored_checkpoints"] > 0
     assert model_weights(job.model_data) == acceptance_clean_weights
     _assert_nothing_left(job)
+
+
+@pytest.mark.mpi
+def test_a_killed_mpi_host_is_retried_on_fresh_trees(netns_ready, tmp_path):
+    """The resilience matrix's netns cell: 2 hosts x 2 ranks under real mpirun over ssh, algo-2 killed in attempt 1.
+    Attempt 2's worker must not find the master's old failure.json or master_done.json (before the one kept layout it
+    did, and exited at once); the job ends Completed with attempt 2's files only."""
+    from smdist_launcher.backends.toolkit.faults import parse_fault
+
+    from ..resilience_job import assert_retried_cleanly, shapes_estimator
+
+    est = shapes_estimator(tmp_path, fail="wait", distribution={"mpi": {"enabled": True, "processes_per_host": 2}})
+    job = run_job(est.submission(est.plan(job_name="netns-mpi-killed")), jobs_root=tmp_path / "jobs", logs=False,
+                  faults=[parse_fault("kill-host:algo-2@1")])
+    assert_retried_cleanly(job.job_dir, "host_lost", {"algo-1": ["0", "1"], "algo-2": ["2", "3"]})
+    _assert_nothing_left(job)

@@ -173,21 +173,16 @@ def _jobs() -> dict[str, dict[str, Any]]:
     }
 
 
-def test_the_official_v3_sends_what_we_say_it_sends(code_dir: Path, tmp_path: Path) -> None:
-    """The same jobs through the official `sagemaker` 3.x (the venv of tests/serve, only when already built) and
-    through build_v3_request: the same CreateTrainingJob requests, field by field."""
+def test_the_official_v3_sends_what_we_say_it_sends(code_dir: Path, tmp_path: Path, sdk_v3_python: Path) -> None:
+    """The same jobs through the official `sagemaker` 3.x (its venv: the `sdk_v3_python` fixture builds or waits for
+    it, whichever test runs first) and through build_v3_request: the same CreateTrainingJob requests, field by field."""
     import os
     import subprocess
-
-    from serve import sdk_v3_env
-
-    if not sdk_v3_env.is_built():
-        pytest.skip("the SDK v3 venv is not built (tests/serve/sdk_v3_env.py builds it)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(AWS_DEFAULT_REGION="us-west-2", AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="y",
                SAGEMAKER_VALIDATE_ROLE="false", HOME=str(tmp_path))
     image = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.5-gpu-py311"
-    done = subprocess.run([str(sdk_v3_env.python()), "-c", _CAPTURE, str(code_dir), image], capture_output=True,
+    done = subprocess.run([str(sdk_v3_python), "-c", _CAPTURE, str(code_dir), image], capture_output=True,
                           text=True, env=env, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     sent = json.loads(done.stdout.strip().splitlines()[-1])

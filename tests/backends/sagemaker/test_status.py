@@ -34,3 +34,26 @@ def test_terminal_states_and_stream_hosts() -> None:
     assert [is_terminal(_describe(s)) for s in ("InProgress", "Stopping", "Completed", "Failed", "Stopped")] == \
         [False, False, True, True, True]
     assert host_of("job-1/algo-12-1700000000") == "algo-12" and host_of("job-1/custom") == "custom"
+
+
+def test_a_sagemaker_record_holds_a_phase_and_sagemakers_secondary_status(tmp_path) -> None:
+    """A sagemaker job's record: `phase` a Phase mapped from SageMaker's SecondaryStatus, kept in its own field;
+    describe shows SageMaker's word, as describing by name does."""
+    from smdist_launcher.backends.api import JobHandle, JobState
+    from smdist_launcher.backends.phases import Phase
+    from smdist_launcher.backends.sagemaker.backend import SageMakerBackend, _apply
+    from smdist_launcher.backends.toolkit.jobdir import JobDir
+    from smdist_launcher.backends.toolkit.records import JobRecord
+
+    job_dir = JobDir.create(tmp_path, "job-1")
+    record = JobRecord(job_name="job-1", job_id="job-1", job_dir=str(job_dir.root), backend="sagemaker",
+                       launcher_pid=0)
+    _apply(record, _describe("InProgress", SecondaryStatus="Downloading"))
+    assert (record.phase, record.secondary_status) == (Phase.STAGING, "Downloading")
+    _apply(record, _describe("Completed", SecondaryStatus="Completed"))
+    assert (record.status, record.phase, record.secondary_status) == (JobState.COMPLETED, Phase.DONE, "Completed")
+    record.save(job_dir.record_file)
+    again = JobRecord.load(job_dir.record_file)
+    assert again.phase is Phase.DONE and set(again.phases) == {"staging", "done"}
+    status = SageMakerBackend().describe(JobHandle(backend="sagemaker", job_name="job-1", job_dir=str(job_dir.root)))
+    assert (status.state, status.phase) == (JobState.COMPLETED, "Completed")

@@ -51,3 +51,15 @@ def test_bad_faults_are_refused_with_the_key_path() -> None:
     with pytest.raises(ValidationError) as info:
         slurm_options({"inject": ["explode@3"]})
     assert info.value.errors[0].path.startswith("slurm.inject")
+
+
+def test_a_node_whose_logs_failed_fails_the_attempt_with_that_reason(tmp_path: Path) -> None:
+    from smdist_launcher.backends.slurm.attempts import log_failure
+    from smdist_launcher.backends.slurm.node import record_exit
+
+    job = JobDir(tmp_path)
+    record_exit(job, "algo-1", 0)
+    assert log_failure(job) is None
+    record_exit(job, "algo-2", 1, "writing logs/algo-2.log failed: OSError: [Errno 28] No space left on device")
+    assert log_failure(job) == ("the job's logs failed on algo-2: writing logs/algo-2.log failed: OSError: "
+                                "[Errno 28] No space left on device")

@@ -194,6 +194,24 @@ def test_a_killed_node_is_retried_in_the_allocation_from_the_last_checkpoint(slu
     assert model_weights(job.job_dir / "output" / "model.tar.gz") == acceptance_clean_weights
     log = (job.job_dir / "logs" / "algo-2.log").read_text()
     assert "injecting kill-host:algo-2@5" in log and "---- attempt 2 ----" in log
-    assert (job.job_dir / "attempts" / "1" / "algo-1" / "output").is_dir()
+    assert (job.job_dir / "attempts" / "1" / "algo-1" / "opt" / "ml" / "output").is_dir()  # the one kept layout
     assert _squeue(slurm_cluster) == ""
     assert _job_processes(record.job_id) == []
+
+
+def test_a_retry_stages_every_channel_shape_afresh_in_the_one_kept_layout(slurm_cluster, tmp_path):
+    """The resilience matrix's Slurm cell: a single-file, a folder and a sharded channel, algo-2 exits 3 in attempt 1
+    (retry_on: any). The attempt loop is the shared one: attempt 2 is staged from scratch in the allocation, the
+    archives hold its files only, attempt 1's trees are kept under attempts/1/<host>/ as on the local backends and its
+    failure is in the report (before, Slurm kept only output/ and model/ in a layout of its own the report missed)."""
+    from smdist_launcher.backends.toolkit.job_report import read_report
+
+    from ..resilience_job import assert_retried_cleanly, channel_shapes, shapes_estimator
+
+    est = shapes_estimator(tmp_path, fail="exit3", resilience={"retry_on": "any"})
+    plan = est.plan(channel_shapes(tmp_path), job_name="slurm-shapes")
+    job = run_slurm_job(est.submission(plan), SlurmOptions(time="10:00"), jobs_root=tmp_path / "jobs", logs=False)
+    assert_retried_cleanly(job.job_dir, "script_error", {"algo-1": ["0"], "algo-2": ["0"]})
+    assert list(read_report(job.job_dir).earlier_failures) == [1]
+    assert (job.job_dir / "attempts" / "1" / "exits").is_dir()  # the nodes' exit notes of attempt 1
+    assert _squeue(slurm_cluster) == ""

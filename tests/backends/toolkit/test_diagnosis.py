@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import json
 
-from smdist_launcher.backends.toolkit.diagnosis import describe_failure, first_failure
+import pytest
+
+from smdist_launcher.backends.toolkit.diagnosis import describe_failure, failure_cause, first_failure
+from smdist_launcher.backends.toolkit.restart_policy import Cause
 from smdist_launcher.backends.toolkit.supervisor import HostExit
 
 
@@ -77,3 +80,98 @@ def test_early_exits_name_a_rank_that_left_while_others_ran(tmp_path):
     assert found[0].endswith("while ranks 0-2 were still running")
     assert early_exits({"algo-1": a1, "algo-2": a2}, ranks, before_ns=4 * s) == []  # left after the job failed
 
+
+
+@pytest.mark.parametrize(("failure", "cause"), [
+    # a crash is the same on every attempt: not retried by default (only SIGKILL/SIGTERM come from outside)
+    ({"signal": "SIGSEGV", "exit_code": -11, "traceback": []}, Cause.SCRIPT_ERROR),
+    ({"signal": "SIGABRT", "exit_code": -6, "traceback": []}, Cause.SCRIPT_ERROR),
+    ({"signal": None, "exit_code": -7, "traceback": []}, Cause.SCRIPT_ERROR),  # SIGBUS, by its exit code
+    ({"signal": "SIGFPE", "exit_code": -8, "traceback": ["Fatal Python error: Floating point exception"]},
+     Cause.SCRIPT_ERROR),
+    ({"signal": "SIGKILL", "exit_code": -9, "traceback": []}, Cause.KILLED),
+    ({"signal": None, "exit_code": -15, "traceback": ["Terminated"]}, Cause.KILLED),
+    # the NCCL watchdog aborts the rank after a collective timed out: a timeout, SIGABRT or not
+    ({"signal": "SIGABRT", "exit_code": -6, "traceback": [
+        "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=1000) ran for 1002 milliseconds before timing out."]}, Cause.TIMEOUT),
+    ({"exit_code": 1, "traceback": ["Traceback (most recent call last):", "TimeoutError: timed out"]}, Cause.TIMEOUT),
+    # "timeout" in the script's own error is no timeout
+    ({"exit_code": 1, "traceback": ["Traceback (most recent call last):", "ValueError: bad timeout: -1"]},
+     Cause.SCRIPT_ERROR),
+])
+def test_failure_cause_by_signal_origin_and_exception_class(tmp_path, failure, cause):
+    path = tmp_path / "failure.json"
+    path.write_text(json.dumps({"host": "algo-1", "rank": 0, "time": 1, **failure}))
+    assert failure_cause({"algo-1": path}, None) is cause
+
+
+def test_failure_records_and_rank_notes_are_not_read_through_planted_links(tmp_path):
+    """Root reads these from a host folder the job owns (issue 28): a link is refused, never followed."""
+    import json as _json
+
+    from smdist_launcher.backends.toolkit.diagnosis import early_exits, read_failures
+    from smdist_launcher.backends.toolkit.log_mux import tail
+
+    outside = tmp_path / "root"
+    outside.mkdir()
+    (outside / "config.json").write_text(_json.dumps({"auths": {"registry": {"auth": "cm9vdDpzZWNyZXQ="}}}))
+    (outside / "notes.txt").write_text(_json.dumps({"rank": 0}) + "\n")
+    (outside / "exit.json").write_text(_json.dumps({"code": 0, "time_ns": 1}))
+    host = tmp_path / "job" / "hosts" / "algo-1" / "opt" / "ml"
+    (host / "output").mkdir(parents=True)
+    (host / "output" / "failure.json").symlink_to(outside / "config.json")
+    assert read_failures({"algo-1": host / "output" / "failure.json"}) == []
+    stacks = host / "run" / "stacks"
+    stacks.mkdir(parents=True)
+    (stacks / "100.txt").symlink_to(outside / "notes.txt")
+    (stacks / "100.exit").symlink_to(outside / "exit.json")
+    (stacks / "200.txt").write_text(_json.dumps({"rank": 1}) + "\n")  # a real rank, still running
+    assert early_exits({"algo-1": stacks}, {0: "algo-1", 1: "algo-1"}) == []
+    logs = tmp_path / "job" / "logs"
+    logs.mkdir()
+    (logs / "algo-1.log").symlink_to(outside / "config.json")
+    assert tail(logs / "algo-1.log") == []
+
+
+def _docker_kill_records(tmp_path):
+    """What the CI run of a docker job with kill-host:algo-2 left: the docker client of algo-2 was killed (-9) but its
+    container ran on, and its runtime then wrote failure.json as a victim with exit code 1 (no signal), 1.3 s after
+    the kill; algo-1 got our SIGTERM (its traceback: mpirun's job map)."""
+    algo1, algo2 = tmp_path / "algo-1.json", tmp_path / "algo-2.json"
+    algo1.write_text(json.dumps({"host": "algo-1", "rank": None, "exit_code": 143, "signal": "SIGTERM",
+                                 "time": 126_560_279_470, "traceback": [" Data for node: algo-1"],
+                                 "likely_victim": True}))
+    algo2.write_text(json.dumps({"host": "algo-2", "rank": None, "exit_code": 1, "signal": None,
+                                 "time": 126_559_062_110, "traceback": [], "likely_victim": True}))
+    return {"algo-1": algo1, "algo-2": algo2}
+
+
+def test_a_host_the_fault_rehearsal_killed_is_lost_whatever_its_exit_code(tmp_path):
+    """kill-host:algo-2 fired at t=125.2 s: the attempt lost a host (retried), though its placement reported exit
+    code 1 and its runtime wrote failure.json after the kill. Without the record it reads as the script's error."""
+    from smdist_launcher.backends.toolkit.faults import KilledHost
+
+    files = _docker_kill_records(tmp_path)
+    killed = KilledHost("algo-2", "kill-host:algo-2@1", 125.241)
+    assert failure_cause(files, HostExit("algo-2", 1, 125.3)) is Cause.SCRIPT_ERROR  # the records alone mislead
+    for code in (1, 137, -9):  # docker's client, docker's client after `docker kill`, a process or netns host
+        assert failure_cause(files, HostExit("algo-2", code, 125.3), killed) is Cause.HOST_LOST
+    log2 = tmp_path / "algo-2.log"
+    log2.write_text("[algo-2 r2] step 0 rank 2 attempt 1\n")
+    reason, text = describe_failure(files, {"algo-2": log2}, HostExit("algo-2", 1, 125.3), killed)
+    assert reason == "host algo-2 was lost: killed by the injected fault kill-host:algo-2@1 (it exited with code 1)"
+    assert "step 0 rank 2 attempt 1" in text
+
+
+def test_a_real_failure_before_the_injected_kill_still_wins(tmp_path):
+    from smdist_launcher.backends.toolkit.faults import KilledHost
+
+    files = _docker_kill_records(tmp_path)
+    real = tmp_path / "algo-3.json"
+    real.write_text(json.dumps({"host": "algo-3", "rank": 4, "exit_code": 1, "time": 120_000_000_000,
+                                "traceback": ["ValueError: first"], "likely_victim": False}))
+    files["algo-3"] = real
+    killed = KilledHost("algo-2", "kill-host:algo-2@1", 125.241)
+    assert failure_cause(files, HostExit("algo-2", 1, 125.3), killed) is Cause.SCRIPT_ERROR
+    assert describe_failure(files, {}, HostExit("algo-2", 1, 125.3), killed)[0].startswith("host algo-3, rank 4")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import io
 
-from smdist_launcher.backends.toolkit.job_console import PlainConsole
+from smdist_launcher.backends.toolkit.job_console import PlainConsole, RichConsole
 
 TORCHRUN_RUN = """\
 [algo-1] code directory /j/hosts/algo-1/opt/ml/code is not empty: using it as is (submit directory not unpacked)
@@ -45,3 +45,18 @@ def test_console_shows_ranks_and_the_first_failure_only() -> None:
         "[algo-1 r1] late line of the failing rank",
         "[smdist] job j Failed after 3.0 s: host algo-1, rank 1 failed first with exit code 1",
     ]
+
+
+def test_a_terminal_renders_job_text_as_text_never_markup() -> None:
+    """A metric or job named like rich markup (`loss[/b]`, `[red]x`) on the status line and in the lines: shown as
+    written, nothing raised (a MarkupError there killed the host's output reader)."""
+    from rich.console import Console
+
+    out = io.StringIO()
+    console = RichConsole(["algo-1"], Console(file=out, force_terminal=True, width=200, highlight=False))
+    console.status("job: running — 1/1 hosts up; loss[/b] 0.5, [red]acc 0.9")
+    console.line("algo-1", "[algo-1 r0] step 1 loss[/b]=0.5 [bold]x")
+    console.note("job [/i] failed: reason [/]")
+    console.close()
+    shown = out.getvalue()
+    assert "step 1 loss[/b]=0.5 [bold]x" in shown and "job [/i] failed: reason [/]" in shown

@@ -3,6 +3,8 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from smdist_launcher.backends.toolkit.outputs import (
     checkpoint_dir,
     collect_outputs,
@@ -111,3 +113,72 @@ def test_the_metrics_store_is_delivered_merged_next_to_the_archives(tmp_path):
 def test_a_job_without_metrics_delivers_no_store(tmp_path):
     collect_outputs(tiny_plan(), _hosts(tmp_path), tmp_path / "job" / "output")
     assert not (tmp_path / "job" / "output" / "metrics.jsonl").exists()
+
+
+# ---- checkpoints of a host folder the job owns: links it planted are never followed (issue 28) -------------------
+def _owned_checkpoints(tmp_path: Path) -> tuple[dict[str, MLPaths], Path]:
+    paths = MLPaths(tmp_path / "job" / "hosts" / "algo-1" / "opt" / "ml")
+    paths.checkpoints_dir.mkdir(parents=True)
+    outside = tmp_path / "root-ssh"
+    outside.mkdir()
+    (outside / "id_rsa").write_bytes(b"PRIVATE KEY")
+    return {"algo-1": paths}, outside
+
+
+def test_saving_checkpoints_reads_nothing_through_a_planted_link(tmp_path, s3):
+    hosts, outside = _owned_checkpoints(tmp_path)
+    ckpt = hosts["algo-1"].checkpoints_dir
+    (ckpt / "step-1.pt").write_bytes(b"weights")
+    (ckpt / "key").symlink_to(outside / "id_rsa")
+    (ckpt / "ssh").symlink_to(outside)
+    store = tmp_path / "store"
+    assert save_checkpoints(tiny_plan(1, checkpoint_s3_uri=store.as_uri()), hosts) == 1
+    assert sorted(p.name for p in store.rglob("*")) == ["step-1.pt"]
+    ckpt.rename(tmp_path / "moved")
+    ckpt.symlink_to(outside)  # the checkpoint folder itself: root's ssh keys
+    assert save_checkpoints(tiny_plan(1, checkpoint_s3_uri=(tmp_path / "store2").as_uri()), hosts) == 0
+    assert save_checkpoints(tiny_plan(1, checkpoint_s3_uri=f"s3://{s3.bucket}/leak"), hosts) == 0
+    assert not list((tmp_path / "store2").rglob("*"))
+    assert "Contents" not in s3.list_objects_v2(Bucket=s3.bucket, Prefix="leak/")
+
+
+def test_restoring_checkpoints_writes_nothing_through_a_planted_link(tmp_path):
+    hosts, outside = _owned_checkpoints(tmp_path)
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "id_rsa").write_bytes(b"restored checkpoint")
+    ckpt = hosts["algo-1"].checkpoints_dir
+    (ckpt / "id_rsa").symlink_to(outside / "id_rsa")  # a file link: replaced, not written through
+    plan = tiny_plan(1, checkpoint_s3_uri=store.as_uri())
+    assert restore_checkpoints(plan, hosts) == 1
+    assert (outside / "id_rsa").read_bytes() == b"PRIVATE KEY"
+    assert (ckpt / "id_rsa").read_bytes() == b"restored checkpoint"
+    ckpt.rename(tmp_path / "moved")
+    ckpt.symlink_to(outside)  # the folder itself a link: refused
+    with pytest.raises(NotADirectoryError):
+        restore_checkpoints(plan, hosts)
+    assert sorted(p.name for p in outside.iterdir()) == ["id_rsa"]
+    assert (outside / "id_rsa").read_bytes() == b"PRIVATE KEY"
+
+
+def test_a_checkpoint_local_path_leaving_opt_ml_stays_in_the_sandbox(tmp_path):
+    paths = MLPaths(tmp_path / "algo-1")
+    plan = tiny_plan().model_copy(update={"checkpoint_local_path": "/opt/ml/../../../../etc/cron.d"})
+    assert checkpoint_dir(plan, paths) == paths.checkpoints_dir
+
+
+def test_a_checkpoint_name_s3_cannot_hold_is_skipped_not_fatal(tmp_path, s3):
+    """A job may name a file with bytes that are no UTF-8 (S3 keys must be): that one file is left out, and every
+    other host's checkpoints are still saved (a failed save between attempts would end the retries)."""
+    import os
+
+    hosts = _hosts(tmp_path)
+    plan = tiny_plan(checkpoint_s3_uri=f"s3://{s3.bucket}/ckpt")
+    for paths in hosts.values():
+        checkpoint_dir(plan, paths).mkdir(parents=True)
+    with open(os.path.join(os.fsencode(checkpoint_dir(plan, hosts["algo-1"])), b"bad-\xff.pt"), "wb") as f:
+        f.write(b"x")
+    (checkpoint_dir(plan, hosts["algo-2"]) / "step-2.pt").write_bytes(b"new")
+    assert save_checkpoints(plan, hosts) == 1
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=s3.bucket, Prefix="ckpt/")["Contents"])
+    assert keys == ["ckpt/step-2.pt"]

@@ -54,3 +54,65 @@ def test_launcher_gone_when_its_pid_is_dead_or_reused(tmp_path):
     assert reused.launcher_gone()
     assert not JobRecord(job_name="j", job_id="j-4", job_dir=str(tmp_path), status="Completed",
                          launcher_pid=dead.pid).launcher_gone()
+
+
+def test_concurrent_updates_of_one_record_lose_nothing(tmp_path):
+    """Slurm's attempt loop and a launcher refreshing the job's state both change job.json: under update_record each
+    read-modify-write is whole (before, the refresh could save over a just-recorded attempt)."""
+    import threading
+
+    from smdist_launcher.backends.toolkit.records import update_record
+
+    path = tmp_path / "job.json"
+    JobRecord(job_name="j", job_id="j-1", job_dir=str(tmp_path)).save(path)
+    refreshed = threading.Event()
+
+    def refresh() -> None:
+        update_record(path, lambda r: r.backend_info.update(slurm_state="RUNNING"))
+        refreshed.set()
+
+    def record_attempt(record: JobRecord) -> None:
+        other = threading.Thread(target=refresh)
+        other.start()  # loads the record while this change is half done: it must wait for it
+        refreshed.wait(1.0)  # bounded: with the lock it never comes before this save
+        record.attempts.append({"attempt": 1})
+        threads.append(other)
+
+    threads: list[threading.Thread] = []
+    update_record(path, record_attempt)
+    threads[0].join()
+    final = JobRecord.load(path)
+    assert final.attempts == [{"attempt": 1}] and final.backend_info == {"slurm_state": "RUNNING"}
+
+
+def test_status_and_phase_are_enums_saved_as_their_plain_values(tmp_path):
+    import json
+
+    from smdist_launcher.backends.phases import Phase
+    from smdist_launcher.backends.states import JobState
+
+    record = JobRecord(job_name="j", job_id="j-1", job_dir=str(tmp_path))
+    assert record.status is JobState.IN_PROGRESS and record.phase is Phase.CREATED
+    record.enter_phase(Phase.RUNNING, now=1.0)
+    record.finish(JobState.COMPLETED, now=2.0)
+    record.save(tmp_path / "job.json")
+    saved = json.loads((tmp_path / "job.json").read_text())
+    assert (saved["status"], saved["phase"]) == ("Completed", "done")
+    again = JobRecord.load(tmp_path / "job.json")
+    assert again.status is JobState.COMPLETED and again.phase is Phase.DONE
+
+
+def test_a_record_that_kept_sagemakers_secondary_status_as_its_phase_reads_back(tmp_path):
+    """sagemaker records once kept SageMaker's SecondaryStatus in `phase`: read back, it is a Phase, and SageMaker's
+    word is kept in secondary_status."""
+    import json
+
+    from smdist_launcher.backends.phases import Phase
+
+    (tmp_path / "job.json").write_text(json.dumps({"job_name": "j", "job_id": "j", "job_dir": str(tmp_path),
+                                                   "status": "InProgress", "phase": "Training",
+                                                   "backend": "sagemaker", "launcher_pid": 0}))
+    record = JobRecord.load(tmp_path / "job.json")
+    assert (record.phase, record.secondary_status) == (Phase.RUNNING, "Training")
+    record.finish("Completed", now=5.0)  # Phase.of() raised here on the old shape
+    assert record.phase is Phase.DONE

@@ -191,3 +191,56 @@ def test_a_container_command_gets_its_own_copy_of_each_channel(tmp_path):
     (first / "a.txt").chmod(0o755)
     (first / "a.txt").write_text("changed on algo-1")
     assert (second / "a.txt").read_text() == "a.txt" and (src / "a.txt").read_text() == "a.txt"
+
+
+# ---- staging into a host folder the job owns (a retry, serve --run-as): no planted link is followed (issue 28) ----
+def _owned_host(tmp_path: Path) -> tuple[dict[str, MLPaths], Path]:
+    paths = MLPaths(tmp_path / "job" / "hosts" / "algo-1" / "opt" / "ml")
+    paths.channel_dir("training").mkdir(parents=True)
+    paths.code_dir.mkdir()
+    outside = tmp_path / "outside"
+    (outside / "ml" / "code").mkdir(parents=True)
+    (outside / "ml" / "code" / "keep.py").write_text("root's")
+    (outside / "training").write_text("root's file")
+    return {"algo-1": paths}, outside
+
+
+def _tree(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): (p.read_text() if p.is_file() else "/")
+            for p in sorted(folder.rglob("*"))}
+
+
+def test_code_staging_removes_and_writes_nothing_through_a_planted_link(tmp_path):
+    hosts, outside = _owned_host(tmp_path)
+    src = tmp_path / "project"
+    src.mkdir()
+    (src / "train.py").write_text("print(1)")
+    before = _tree(outside)
+    host = tmp_path / "job" / "hosts" / "algo-1"
+    (host / "opt").rename(host / "old")
+    (host / "opt").symlink_to(outside)  # opt -> outside: opt/ml/code is outside/ml/code
+    with pytest.raises(NotADirectoryError):
+        stage_code(src, hosts, keep_out=tmp_path / "jobs")
+    assert _tree(outside) == before
+    (host / "opt").unlink()
+    (host / "old").rename(host / "opt")
+    (host / "opt" / "ml" / "code" / "planted").symlink_to(outside / "ml" / "code")
+    stage_code(src, hosts, keep_out=tmp_path / "jobs")  # code/ replaced as a whole, links and all
+    assert _tree(hosts["algo-1"].code_dir) == {"train.py": "print(1)"} and _tree(outside) == before
+    assert not list((tmp_path / "job" / "hosts").glob(".smdist-staging-*"))
+
+
+def test_channel_staging_removes_and_writes_nothing_through_a_planted_link(tmp_path):
+    hosts, outside = _owned_host(tmp_path)
+    src = _data(tmp_path)
+    before = _tree(outside)
+    data = hosts["algo-1"].input_data_dir
+    data.rename(tmp_path / "moved")
+    data.symlink_to(outside)  # input/data -> outside: the channel slot is outside/training
+    plan = tiny_plan(1, channels={"training": str(src)})
+    with pytest.raises(NotADirectoryError):
+        stage_channels(plan, hosts, tmp_path / "job" / "staging")
+    copies = plan.model_copy(update={"launcher": "container_command"})
+    with pytest.raises(NotADirectoryError):
+        stage_channels(copies, hosts, tmp_path / "job" / "staging")
+    assert _tree(outside) == before and sorted(p.name for p in outside.iterdir()) == ["ml", "training"]

@@ -53,3 +53,15 @@ def test_max_run_stops_everything(tmp_path):
     outcome, _ = _run(tmp_path, job_id, {"algo-1": SPAWNS_ESCAPEE}, max_run=1)
     assert outcome.status == "MaxRuntimeExceeded" and "max_run of 1 s exceeded" in outcome.reason
     assert job_processes(job_id) == []
+
+
+def test_a_line_without_end_reaches_the_sink_in_bounded_pieces(tmp_path):
+    """A host's output is read by the launcher (root under serve --run-as): a job that writes without a newline
+    (`cat /dev/zero`) must not make it hold the whole "line" in memory. Nothing of the output is lost."""
+    from smdist_launcher.backends.toolkit.supervisor import MAX_LINE_BYTES
+
+    size = 3 * MAX_LINE_BYTES + 5
+    outcome, lines = _run(tmp_path, "sup-long", {"algo-1": f"import sys; sys.stdout.write('x' * {size})"})
+    assert outcome.status == "Completed"
+    assert max(len(line) for _, line in lines) <= MAX_LINE_BYTES
+    assert b"".join(line for _, line in lines) == b"x" * size

@@ -38,6 +38,9 @@ def test_environment_names(args: dict[str, Any]) -> None:
     ("output_path", "bucket/out"), ("output_path", "file:///tmp/out"), ("code_location", "http://x"),
     ("checkpoint_s3_uri", "/local"), ("checkpoint_local_path", "relative/dir"), ("model_uri", "ftp://x"),
     ("base_job_name", "bad_name"), ("base_job_name", "-x"), ("region", "mars-1"), ("role", "not a role"),
+    # fullmatched: a trailing newline does not pass (re.match with `$` let it); the checkpoint folder stays in /opt/ml
+    ("base_job_name", "job\n"), ("region", "us-west-2\n"), ("output_path", "s3://bucket/out\n"),
+    ("checkpoint_local_path", "/opt/ml/../../etc/cron.d"), ("checkpoint_local_path", "/data/ckpt"),
 ])
 def test_bad_values(args: dict[str, Any], key: str, value: str) -> None:
     assert problems("pytorch", {**args, key: value}) == [key]

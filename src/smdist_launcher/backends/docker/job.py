@@ -13,28 +13,18 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ...contract import MLPaths
-from ..local.job import LocalJob
-from ..local.placement import HostStart
+from ..local.placement import HostStart, PlacementJob
 from ..toolkit.supervisor import HostLaunch
+from .containers import LABEL, docker as _docker, remove_job_containers
 from .image import DEFAULT_TAG, EngineUnavailable, docker_cli, require_engine
 
 BACKEND = "docker"
 IMAGE_ENV = "SMDIST_DOCKER_IMAGE"
 CONTAINER_ROOT = "/opt/ml"
-LABEL = "smdist.job"
-CMD_TIMEOUT_S = 120
 HOST_IFACE = "eth0"
 # Set for processes of THIS machine (its venv, temp folder, loopback shortcuts): meaningless inside a container.
 _MACHINE_ONLY_ENV = ("PATH", "TMPDIR", "SMDIST_HOST_MAP", "SMDIST_LOCAL_HOSTS", "VIRTUAL_ENV", "PYTHONPATH", "HOME",
                      "SMDIST_BIND_ADDRESS", "LD_PRELOAD")
-
-
-def _docker(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([docker_cli(), *args], capture_output=True, text=True, timeout=CMD_TIMEOUT_S,
-                          stdin=subprocess.DEVNULL)
-    if check and done.returncode != 0:
-        raise OSError(f"docker {' '.join(args[:2])} failed: {done.stderr.strip()[-500:]}")
-    return done
 
 
 def image_of(environ: dict[str, str], image: str | None = None) -> str:
@@ -91,20 +81,20 @@ class DockerPlacement:
         require_engine()
         require_image(self.image)
 
-    def setup(self, job: LocalJob) -> None:
+    def setup(self, job: PlacementJob) -> None:
         self.job_id = job.job_id
         self.network = f"smdist-{job.job_id}"
         self.containers = {h: f"smdist-{job.job_id}-{h}" for h in job.plan.host_names}
-        job.record.backend_info = {"image": self.image, "network": self.network, "containers": dict(self.containers)}
+        job.backend_info.update(image=self.image, network=self.network, containers=dict(self.containers))
         for h, name in self.containers.items():
-            job.record.hosts.setdefault(h, {}).update(container=name)
+            job.hosts.setdefault(h, {}).update(container=name)
         _docker("network", "create", "--label", f"{LABEL}={self.job_id}", self.network)
 
-    def launch(self, job: LocalJob, start: HostStart) -> HostLaunch:
+    def launch(self, job: PlacementJob, start: HostStart) -> HostLaunch:
         h = start.host
         root = str(start.paths.root)
-        env = container_env(start.env, job.environ, root, {*job.plan.environment, *job.plan.host(h).env})
-        gpus = job.record.hosts.get(h, {}).get("gpus") or []
+        env = container_env(start.env, dict(job.environ), root, {*job.plan.environment, *job.plan.host(h).env})
+        gpus = job.hosts.get(h, {}).get("gpus") or []
         argv = self._run_argv(h, self.containers[h], self.network, self.job_id, root, staged_sources(start.paths),
                               gpus, sorted(env))
         argv[0] = docker_cli()  # the CLI found on PATH, as for every other docker call here
@@ -124,6 +114,12 @@ class DockerPlacement:
         except (OSError, subprocess.TimeoutExpired, EngineUnavailable):
             return None
         return int(out) if out.isdigit() and int(out) > 0 else None
+
+    def kill_host(self, host: str) -> None:
+        """The fault rehearsal's kill-host: SIGKILL to the whole container, as a lost machine. Killing the docker
+        client (the supervisor's child) would leave the container running on, its runtime reporting itself as a
+        peer's victim with exit code 1 once mpirun is gone."""
+        _docker("kill", "--signal", "KILL", self.containers[host])
 
     def dry_start(self, host: str, argv: list[str]) -> list[str]:
         root = argv[argv.index("--root") + 1]
@@ -145,21 +141,15 @@ class DockerPlacement:
         return [*argv, self.image, "--root", CONTAINER_ROOT, "--host", h,
                 "--plan", f"{CONTAINER_ROOT}/input/config/launchplan.json", "--no-install"]
 
-    def teardown(self, job: LocalJob) -> None:
+    def teardown(self, job: PlacementJob) -> None:
         """Every container and the network of the job, by label: whatever way the job ended."""
         if not self.job_id:
             return
-        try:
-            listed = _docker("ps", "-aq", "--filter", f"label={LABEL}={self.job_id}", check=False).stdout.split()
-            if listed:
-                _docker("rm", "-f", *listed, check=False)
-            _docker("network", "rm", self.network, check=False)
-        except (OSError, subprocess.TimeoutExpired, EngineUnavailable) as e:
-            raise OSError(f"{e}; docker rm -f them by label {LABEL}={self.job_id}") from None
+        remove_job_containers(self.job_id, self.network)
 
 
-def run_job(job: Any, *, image: str | None = None, **kwargs: Any) -> LocalJob:
-    """Like backends.local.run_job, each simulated host a container of the smdist image."""
+def run_job(job: Any, *, image: str | None = None, **kwargs: Any) -> Any:
+    """Like backends.local.run_job (a LocalJob), each simulated host a container of the smdist image."""
     from ..local.job import run_job as run_local
 
     return run_local(job, placement=DockerPlacement(image), **kwargs)

@@ -44,8 +44,14 @@ class LocalBackend:
     # ---- dry run → submit ---------------------------------------------------------------------------
     def dryrun(self, submission: Submission, options: BaseModel | dict[str, Any] | None = None) -> DryRun:
         opts = validated_options(self.Options, options, self.name)
+        assert isinstance(opts, LocalOptions)
         placement = self.placement(opts)
         plan = with_model_channel(submission.plan, submission.model_channel)
+        # the run policy completed once from the options: faults checked against the job's hosts and ranks
+        faults = opts.faults_for(plan.host_names, plan.world_size, self.name)
+        run_as = opts.run_as if isinstance(opts, ProcessOptions) else None
+        submission = submission.model_copy(update={"policy": submission.policy.with_options(run_as=run_as,
+                                                                                          faults=faults)})
         folder = JOB_FOLDER.format(job=plan.job_name)
         hosts = []
         for host in plan.hosts:
@@ -73,10 +79,8 @@ class LocalBackend:
         from .job import run_job
 
         opts = dryrun.options
-        plan = dryrun.submission.plan
-        faults = opts.faults_for(plan.host_names, plan.world_size, self.name)
         return run_job(dryrun.submission, wait=wait, logs=logs, jobs_root=jobs_root, grace=opts.grace,
-                       placement=self.placement(opts), faults=faults)
+                       placement=self.placement(opts))
 
     # ---- a job by its handle ------------------------------------------------------------------------
     def describe(self, handle: JobHandle) -> JobStatus:
@@ -104,7 +108,7 @@ class ProcessBackend(LocalBackend):
     Options: ClassVar[type[BaseModel]] = ProcessOptions
 
     def placement(self, options: Any) -> Placement:
-        return ProcessPlacement(run_as=getattr(options, "run_as", None))
+        return ProcessPlacement(run_as=options.run_as if isinstance(options, ProcessOptions) else None)
 
 
 def _relative(path: str | Path, base_dir: str) -> str:

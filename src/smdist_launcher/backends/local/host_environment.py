@@ -10,8 +10,9 @@ import json
 import os
 import sys
 
-from ...contract import MLPaths, read_hyperparameters_raw, write_json
+from ...contract import MLPaths
 from ...contract.config_files import hyperparameters_for
+from ...contract.no_follow import HOST_FILE_LIMIT, host_anchor, read_json_nofollow, write_json_nofollow
 from ...contract.secrets import SECRET_HPS_ENV, encode_secret_env, redact_hyperparameters_raw, secret_hyperparameters
 from ...plan.model import LaunchPlan
 from .loopback import confinement_env
@@ -86,7 +87,15 @@ def is_loopback(address: str) -> bool:
 
 def scrub_host_secrets(paths: MLPaths) -> None:
     """After the job: no secret hyperparameter value stays in the host's files, even if its runtime was killed
-    before it could take them out itself."""
-    raw = read_hyperparameters_raw(paths.hyperparameters_file)
-    if secret_hyperparameters(raw):
-        write_json(paths.hyperparameters_file, redact_hyperparameters_raw(raw))
+    before it could take them out itself. Run with more privilege than the job's (root, serve --run-as) inside the
+    job's own tree: read and rewritten without following any link the job planted (contract.no_follow). A link or
+    special file where hyperparameters.json belongs means the job replaced the file itself: no secret of ours is
+    left there, and nothing is read through it."""
+    root, ml = host_anchor(paths.root)
+    relative = ml / paths.hyperparameters_file.relative_to(paths.root)
+    try:
+        raw = read_json_nofollow(root, relative, default={}, limit=HOST_FILE_LIMIT) or {}
+    except (OSError, ValueError):
+        return
+    if isinstance(raw, dict) and secret_hyperparameters(raw):
+        write_json_nofollow(root, relative, redact_hyperparameters_raw(raw))

@@ -6,15 +6,15 @@ started. Process hosts use the one-machine shortcuts (host names mapped to loopb
 hosts with a network of their own take the real cluster path, so those shortcuts are never added for them."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from ...contract import MLPaths
+from ...plan.model import LaunchPlan
 from ..toolkit.supervisor import HostLaunch
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .job import LocalJob
+from .hand_over import hand_over
 
 RUNTIME_MODULE = "smdist_launcher.container"
 
@@ -35,6 +35,20 @@ class HostStart:
     argv: list[str]   # the runtime's command on this machine (runtime_command)
 
 
+@dataclass
+class PlacementJob:
+    """All a placement sees of the job (never the job itself): what to start, for which job, and the record's facts
+    it adds to (each host's address, namespace or container; what the backend needs to find the job again)."""
+
+    job_id: str
+    job_root: Path
+    plan: LaunchPlan
+    environ: Mapping[str, str]
+    tmp_root: Path | None                   # the job's short temporary folder (hosts' TMPDIR); None before staging
+    hosts: dict[str, dict[str, Any]]        # the record's facts of each host, changed in place
+    backend_info: dict[str, Any]            # the record's backend facts, changed in place
+
+
 class Placement(Protocol):
     name: ClassVar[str]
     what: ClassVar[str]                   # one line for dry runs
@@ -44,17 +58,19 @@ class Placement(Protocol):
     def check(self) -> None:
         """ValueError (why, what to use instead) when this machine cannot place hosts this way."""
 
-    def setup(self, job: LocalJob) -> None:
+    def setup(self, job: PlacementJob) -> None:
         """Before any host starts, after staging (a network, keys)."""
 
-    def launch(self, job: LocalJob, start: HostStart) -> HostLaunch: ...
+    def launch(self, job: PlacementJob, start: HostStart) -> HostLaunch:
+        """What to start for one host (the supervisor starts and reaps it)."""
+        ...
 
     def dry_start(self, host: str, argv: list[str]) -> list[str]:
         """What launch() would start for `host`, with placeholders for what only the run knows."""
         ...
 
-    def teardown(self, job: LocalJob) -> None:
-        """Whatever way the job ended: nothing of the placement is left."""
+    def teardown(self, job: PlacementJob) -> None:
+        """Whatever way the attempt or the job ended: nothing of the placement is left."""
 
 
 class ProcessPlacement:
@@ -72,18 +88,19 @@ class ProcessPlacement:
     def check(self) -> None:
         return None
 
-    def setup(self, job: LocalJob) -> None:
+    def setup(self, job: PlacementJob) -> None:
         return None
 
-    def launch(self, job: LocalJob, start: HostStart) -> HostLaunch:
+    def launch(self, job: PlacementJob, start: HostStart) -> HostLaunch:
         if self.run_as:
-            job.hand_over(start.env, start.cwd, self.run_as)
+            assert job.tmp_root is not None  # launch comes after staging
+            hand_over(start.env, start.cwd, job.tmp_root, self.run_as)
         return HostLaunch(start.host, start.argv, start.env, start.cwd, user=self.run_as)
 
     def dry_start(self, host: str, argv: list[str]) -> list[str]:
         return argv
 
-    def teardown(self, job: LocalJob) -> None:
+    def teardown(self, job: PlacementJob) -> None:
         return None
 
     def info(self) -> dict[str, Any]:

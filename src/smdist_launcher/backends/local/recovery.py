@@ -18,10 +18,12 @@ from pathlib import Path
 
 from ...contract import MLPaths
 from ...plan.model import LaunchPlan
+from ..phases import Phase
 from ..toolkit import records
+from ..toolkit.attempt.kept_layout import final_trees
 from ..toolkit.diagnosis import describe_failure, is_secondary, read_failures
 from ..toolkit.jobdir import JobDir
-from ..toolkit.outputs import collect_outputs, save_checkpoints
+from ..toolkit.outputs import deliver_job_outputs
 from ..toolkit.process_sweep import job_processes, kill_job_processes
 from .host_environment import scrub_host_secrets
 
@@ -55,13 +57,15 @@ def finalize_interrupted(found: Iterable[records.JobRecord], grace: float = GRAC
 
 def _finalize(record: records.JobRecord, job_dir: JobDir, grace: float) -> None:
     _stop_leftovers(record, grace)
-    hosts = {h: MLPaths(Path(info.get("root") or job_dir.host_root(h))) for h, info in record.hosts.items()}
+    hosts = _last_attempts_trees(record, job_dir)
     notes = []
     try:
         plan = LaunchPlan.from_dict(record.plan)
         # As at the end of any job that did not complete: the partial outputs are delivered.
-        record.model_data, record.output_data = collect_outputs(plan, hosts, job_dir.output_dir)
-        save_checkpoints(plan, hosts)
+        delivered = deliver_job_outputs(plan, hosts, job_dir.output_dir)  # checkpoints also when the outputs failed
+        record.model_data, record.output_data = delivered.model_data, delivered.output_data
+        if delivered.error is not None:
+            raise delivered.error
     except Exception as exc:  # noqa: BLE001 - still record the end, with why nothing was packed
         notes.append(f"packing its outputs failed: {exc}")
     for paths in hosts.values():
@@ -81,6 +85,17 @@ def _finalize(record: records.JobRecord, job_dir: JobDir, grace: float) -> None:
         reason += "; " + "; ".join(notes)
     record.finish(records.INTERRUPTED, reason, now=_last_sign_of_life(job_dir, hosts, record.created))
     record.save(job_dir.record_file)
+
+
+def _last_attempts_trees(record: records.JobRecord, job_dir: JobDir) -> dict[str, MLPaths]:
+    """The trees of the last attempt that ran (kept_layout.py): the live ones, unless the launcher died between
+    attempts (the ended attempt's trees kept under attempts/<n>/ already, the next one's not staged or still being
+    staged: nothing of it ran)."""
+    live = {h: MLPaths(Path(info.get("root") or job_dir.host_root(h))) for h, info in record.hosts.items()}
+    ended = len(record.attempts)
+    if ended and (record.phase is Phase.STAGING or not any(p.root.is_dir() for p in live.values())):
+        return final_trees(job_dir, ended, live)
+    return live
 
 
 def _stop_leftovers(record: records.JobRecord, grace: float) -> None:
@@ -107,14 +122,9 @@ def _stop_leftovers(record: records.JobRecord, grace: float) -> None:
 
 def _remove_containers(record: records.JobRecord) -> None:
     try:
-        from ..docker.job import LABEL, _docker
+        from ..docker.containers import remove_job_containers
 
-        listed = _docker("ps", "-aq", "--filter", f"label={LABEL}={record.job_id}", check=False).stdout.split()
-        if listed:
-            _docker("rm", "-f", *listed, check=False)
-        network = record.backend_info.get("network")
-        if network:
-            _docker("network", "rm", network, check=False)
+        remove_job_containers(record.job_id, record.backend_info.get("network"))
     except Exception:  # noqa: BLE001 - no engine here any more: nothing to remove
         pass
 

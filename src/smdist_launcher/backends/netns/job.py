@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 
 from ...container.multihost import SSH_KEY_ENV
 from ...container.ssh_daemon import find_sshd, keygen
-from ..local.job import LocalJob
-from ..local.placement import HostStart
+from ...package_info import IMPORT_ROOT
+from ..local.placement import HostStart, PlacementJob
 from ..toolkit.supervisor import HostLaunch
 from .network import SimNetwork, namespace_path, reap_stale
 
@@ -66,18 +66,17 @@ class NetnsPlacement:
     def check(self) -> None:
         check_available()
 
-    def setup(self, job: LocalJob) -> None:
+    def setup(self, job: PlacementJob) -> None:
         reap_stale()
         self.network = SimNetwork.create(job.plan.host_names)
         self._key = self._job_key(job)
         self._addresses = json.dumps(self.network.addresses, sort_keys=True)
         for h in job.plan.host_names:
-            job.record.hosts.setdefault(h, {}).update(address=self.network.addresses[h],
-                                                      namespace=self.network.hosts[h])
-        job.record.backend_info = {"subnet": self.network.subnet, "switch": self.network.switch,
-                                   "namespaces": dict(self.network.hosts)}
+            job.hosts.setdefault(h, {}).update(address=self.network.addresses[h], namespace=self.network.hosts[h])
+        job.backend_info.update(subnet=self.network.subnet, switch=self.network.switch,
+                                namespaces=dict(self.network.hosts))
 
-    def launch(self, job: LocalJob, start: HostStart) -> HostLaunch:
+    def launch(self, job: PlacementJob, start: HostStart) -> HostLaunch:
         assert self.network is not None and self._key is not None
         env = dict(start.env)
         env[SSH_KEY_ENV] = str(self._key)
@@ -88,7 +87,7 @@ class NetnsPlacement:
                           self._addresses, str(scratch), start.argv)
         if job.plan.launcher == "container_command":  # the container parts SDK v3's drivers use (container_host.py)
             extra = ["--container-command", str(self._key)]
-            for folder in _kept_under_private_tmp(job.dir.root):
+            for folder in _kept_under_private_tmp(job.job_root):
                 extra += ["--keep", folder]
             cut = argv.index("--")
             argv = [*argv[:cut], *extra, *argv[cut:]]
@@ -104,23 +103,23 @@ class NetnsPlacement:
         return ["nsenter", f"--net={namespace}", argv[0], "-m", HOST_ENTRY_MODULE, "--host", host, "--root", root,
                 "--addresses", addresses, "--scratch", scratch, "--", *argv]
 
-    def _job_key(self, job: LocalJob) -> Path:
+    def _job_key(self, job: PlacementJob) -> Path:
         """The job's ssh key pair: every host's sshd authorizes it, only the master's mpirun uses it."""
-        folder = job.dir.root / "ssh"
+        folder = job.job_root / "ssh"
         folder.mkdir(mode=0o700, exist_ok=True)
         return keygen(folder / "id_ed25519", f"smdist job {job.job_id}")
 
-    def teardown(self, job: LocalJob) -> None:
+    def teardown(self, job: PlacementJob) -> None:
         try:
             if self.network is not None:
                 network, self.network = self.network, None
                 network.destroy()
         finally:
-            shutil.rmtree(job.dir.root / "ssh", ignore_errors=True)  # the private key outlives no job
+            shutil.rmtree(job.job_root / "ssh", ignore_errors=True)  # the private key outlives no job
 
 
-def run_job(job: Any, **kwargs: Any) -> LocalJob:
-    """Like backends.local.run_job, each simulated host in its own network namespace with a real sshd."""
+def run_job(job: Any, **kwargs: Any) -> Any:
+    """Like backends.local.run_job (a LocalJob), each simulated host in its own network namespace with a real sshd."""
     from ..local.job import run_job as run_local
 
     return run_local(job, placement=NetnsPlacement(), **kwargs)
@@ -129,9 +128,6 @@ def run_job(job: Any, **kwargs: Any) -> LocalJob:
 def _kept_under_private_tmp(job_root: Path) -> list[str]:
     """What a container-command host must still see when its /tmp becomes private: the job's folder, the interpreter's
     environment and every import path of ours (a checkout under /tmp with an editable install, as CI's clones are)."""
-    import smdist_launcher
-
-    paths = [str(job_root), os.path.dirname(os.path.dirname(sys.executable)),
-             os.path.dirname(os.path.dirname(smdist_launcher.__file__)), *(p for p in sys.path if p)]
+    paths = [str(job_root), os.path.dirname(os.path.dirname(sys.executable)), IMPORT_ROOT, *(p for p in sys.path if p)]
     return list(dict.fromkeys(p for p in paths if os.path.isdir(p)))
 

@@ -75,6 +75,9 @@ def attached_arguments(description: dict[str, Any]) -> dict[str, Any]:
         "role": description.get("RoleArn"),
         "image_uri": (description.get("AlgorithmSpecification") or {}).get("TrainingImage"),
         "output_path": (description.get("OutputDataConfig") or {}).get("S3OutputPath"),
+        # CompressionType NONE: model and output delivered as folders (backends/toolkit/output_settings.py)
+        "disable_output_compression": (description.get("OutputDataConfig") or {}).get("CompressionType") == "NONE"
+        or None,
         "max_run": (description.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds"),
         "volume_size": resources.get("VolumeSizeInGB"),
         "hyperparameters": {k: v for k, v in hps.items()

@@ -16,6 +16,7 @@ from ...jobspec.error_items import item
 from ...jobspec.rules.arguments import region_problem
 from ...plan.model import LaunchPlan
 from ..api import DryRun, Emit, JobHandle, JobState, JobStatus, Submission, validated_options
+from ..secondary_status import phase_of_secondary
 from ..toolkit.jobdir import JobDir
 from ..toolkit.records import JobRecord
 
@@ -82,7 +83,8 @@ class SageMakerBackend:
         if handle.job_dir:
             record = refresh(Path(handle.job_dir))
             return JobStatus(job_name=record.job_name, backend=self.name, state=JobState.of(record.status),
-                             phase=record.phase, reason=record.failure_reason, model_data=record.model_data,
+                             phase=record.secondary_status or record.phase, reason=record.failure_reason,
+                             model_data=record.model_data,
                              created=record.created, ended=record.ended)
         job = _job(handle)
         return JobStatus(job_name=job.job_name, backend=self.name, state=JobState.of(job.status),
@@ -124,8 +126,13 @@ def record_submission(root: Path, job: Any, plan: LaunchPlan) -> JobRecord:
 
 
 def _apply(record: JobRecord, description: dict[str, Any]) -> None:
-    record.status = description["TrainingJobStatus"]
-    record.phase = description.get("SecondaryStatus") or record.phase
+    record.status = JobState.of(description["TrainingJobStatus"])
+    secondary = description.get("SecondaryStatus")
+    if secondary:  # SageMaker's own word kept beside the Phase it maps to (records read it back as a Phase)
+        record.secondary_status = secondary
+        phase = phase_of_secondary(secondary)
+        if phase is not None and phase != record.phase:
+            record.enter_phase(phase)
     record.failure_reason = description.get("FailureReason")
     record.model_data = (description.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
     if JobState.of(record.status).is_terminal and record.ended is None:

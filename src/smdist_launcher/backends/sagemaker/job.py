@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..api import JobHandle
+from ..api import JobHandle, JobState
 from .aws import AwsClients
 from .logs import LogTail
 from .progress import Progress
@@ -46,7 +46,7 @@ class TrainingJob:
         self.submit_directory = submit_directory
         self._emit = emit
         self.handle = JobHandle(backend="sagemaker", job_name=job_name, region=clients.region)
-        self._last: dict[str, Any] = {"TrainingJobName": job_name, "TrainingJobStatus": "InProgress",
+        self._last: dict[str, Any] = {"TrainingJobName": job_name, "TrainingJobStatus": JobState.IN_PROGRESS,
                                       **({"TrainingJobArn": arn} if arn else {})}
 
     # ---- what the last answer said -----------------------------------------------------------------

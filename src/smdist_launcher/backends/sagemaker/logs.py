@@ -12,7 +12,7 @@ _STREAM_HOST = re.compile(r"^(?P<host>.+?)-\d+$")
 
 def host_of(stream: str) -> str:
     tail = stream.split("/", 1)[-1]
-    match = _STREAM_HOST.match(tail)
+    match = _STREAM_HOST.fullmatch(tail)
     return match.group("host") if match else tail
 
 

@@ -59,7 +59,7 @@ def _channels(plan: LaunchPlan, args: EstimatorArgs) -> list[ErrorItem]:
     out = []
     for name, channel in plan.channels.items():
         path = join_path("inputs", name)
-        if not _CHANNEL_NAME.match(name):
+        if not _CHANNEL_NAME.fullmatch(name):
             out.append(item(path, "channel names are 1-64 letters, digits, '.', '-' or '_'", name))
         if not channel.uri.startswith("s3://"):
             out.append(item(path, "SageMaker reads channels from S3 only; upload the data and give an s3:// URI",

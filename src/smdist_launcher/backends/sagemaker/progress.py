@@ -8,6 +8,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..secondary_status import SecondaryStatus
+from ..states import JobState
+
 
 def transitions(description: dict[str, Any]) -> list[tuple[str, str]]:
     """(secondary status, message) pairs SageMaker reported so far, oldest first."""
@@ -16,8 +19,10 @@ def transitions(description: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 # the primary status while a secondary status lasted (SageMaker's pairs); anything else is InProgress
-_STATUS_DURING = {"Stopping": "Stopping", "Stopped": "Stopped", "MaxRuntimeExceeded": "Stopped",
-                  "Completed": "Completed", "Failed": "Failed"}
+_STATUS_DURING: dict[str, JobState] = {
+    SecondaryStatus.STOPPING: JobState.STOPPING, SecondaryStatus.STOPPED: JobState.STOPPED,
+    SecondaryStatus.MAX_RUNTIME_EXCEEDED: JobState.STOPPED, SecondaryStatus.COMPLETED: JobState.COMPLETED,
+    SecondaryStatus.FAILED: JobState.FAILED}
 
 
 class Progress:
@@ -50,7 +55,7 @@ class Progress:
         steps = transitions(description)
         for i, (secondary, message) in enumerate(steps[self._seen:], start=self._seen):
             # a transition seen late (a short job, a slow poll) shows the status the job had then, not now
-            then = status if i == len(steps) - 1 else _STATUS_DURING.get(secondary, "InProgress")
+            then = status if i == len(steps) - 1 else _STATUS_DURING.get(secondary, JobState.IN_PROGRESS)
             self._show(f"[smdist] {self._job}: {then} / {secondary}" + (f": {message}" if message else ""))
         if status != self._status and len(steps) == self._seen:  # a status change with no new secondary status
             latest = description.get("SecondaryStatus")

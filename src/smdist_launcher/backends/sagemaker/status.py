@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import JobFailedError
-from ..api import JobState
+from ..states import JobState
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,9 @@ def is_terminal(description: dict[str, Any]) -> bool:
 
 def check_outcome(job: SageMakerJob) -> SageMakerJob:
     """The job if it completed; JobFailedError with SageMaker's FailureReason if it failed or was stopped."""
-    if job.status == "Completed":
+    if job.status == JobState.COMPLETED:
         return job
     reason = job.failure_reason or ("stopped before it completed (StopTrainingJob or the stopping condition)"
-                                    if job.status == "Stopped" else "no FailureReason given")
+                                    if job.status == JobState.STOPPED else "no FailureReason given")
     diagnosis = f"{reason}\nlogs: CloudWatch /aws/sagemaker/TrainingJobs/{job.job_name}/*  console: {job.console_url}"
     raise JobFailedError(job.job_name, job.status, diagnosis)

@@ -23,6 +23,9 @@ class SlurmBackend:
     def dryrun(self, submission: Submission, options: BaseModel | dict[str, Any] | None = None) -> DryRun:
         opts = validated_options(SlurmOptions, options, "slurm")
         assert isinstance(opts, SlurmOptions)
+        # the run policy completed once from the options: faults checked against the job's hosts and ranks
+        faults = opts.faults_for(submission.plan.host_names, submission.plan.world_size, "slurm")
+        submission = submission.model_copy(update={"policy": submission.policy.with_options(faults=faults)})
         return DryRun(backend=self.name, submission=submission, options=opts, what="the sbatch script",
                       content=sbatch_script(submission.plan, opts), syntax="bash")
 

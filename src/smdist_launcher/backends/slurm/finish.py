@@ -14,21 +14,27 @@ from pathlib import Path
 from ...contract import MLPaths
 from ...plan.model import LaunchPlan
 from ..local.host_environment import scrub_host_secrets
+from ..phases import Phase
 from ..toolkit import records
+from ..toolkit.attempt.kept_layout import final_trees
 from ..toolkit.diagnosis import describe_failure, describe_stop
 from ..toolkit.jobdir import JobDir
-from ..toolkit.outputs import collect_outputs, save_checkpoints
+from ..toolkit.outputs import deliver_job_outputs
 from .attempts import SlurmAttempts, first_exit
 
 _LOCK = ".finishing"
+_UPLOAD_FAILED = "packing or delivering the outputs failed"
 
 
 def host_paths(job: JobDir, plan: LaunchPlan) -> dict[str, MLPaths]:
     return {h: MLPaths(job.host_root(h)) for h in plan.host_names}
 
 
-def finalize(job: JobDir, status: str, reason: str = "") -> records.JobRecord:
-    """Finalise the record once; later calls return the record as the first one left it."""
+def finalize(job: JobDir, status: str, reason: str = "", *, attempt: int | None = None,
+             diagnosed: bool = False) -> records.JobRecord:
+    """Finalise the record once; later calls return the record as the first one left it. `attempt`: pack that
+    attempt's trees (kept already when the attempt after it could not start); None: the live ones. `diagnosed`: the
+    reason names the failure already."""
     record = records.JobRecord.load(job.record_file)
     if record.status in records.FINAL_STATUSES:
         return record
@@ -38,34 +44,43 @@ def finalize(job: JobDir, status: str, reason: str = "") -> records.JobRecord:
         return record  # another finisher is at work: its record will say the end
     os.close(fd)
     plan = LaunchPlan.from_json(job.plan_file.read_text())
-    hosts = host_paths(job, plan)
+    hosts = (final_trees(job, attempt, plan.host_names) if attempt is not None else host_paths(job, plan))
     for paths in hosts.values():  # a runtime killed before it could take its secrets out
         scrub_host_secrets(paths)
-    record.enter_phase("uploading")
-    record.save(job.record_file)
-    try:
-        record.model_data, record.output_data = collect_outputs(plan, hosts, job.output_dir)
-        save_checkpoints(plan, hosts)
-    except Exception as exc:  # noqa: BLE001 - an upload failure fails the job, with the reason
+    records.update_record(job.record_file, lambda r: r.enter_phase(Phase.UPLOADING))
+    delivered = deliver_job_outputs(plan, hosts, job.output_dir)  # checkpoints also when the outputs failed
+    model_data, output_data = delivered.model_data, delivered.output_data
+    if (exc := delivered.error) is not None:  # an upload failure fails the job, with the reason
         if status == records.COMPLETED:
-            status, reason = records.FAILED, f"uploading outputs failed: {exc}"
+            status, reason = records.FAILED, f"{_UPLOAD_FAILED}: {exc}"
     logs = {h: job.log_file(h) for h in plan.host_names}
     diagnosis = reason
-    if status == records.FAILED and not reason.startswith("uploading"):
+    if status == records.FAILED and not diagnosed and not reason.startswith(_UPLOAD_FAILED):
         reason, diagnosis = describe_failure({h: p.failure_json_file for h, p in hosts.items()},
                                              logs, first_exit(job))
     elif status in (records.STOPPED, records.MAX_RUNTIME_EXCEEDED):
         diagnosis = describe_stop(reason, logs)
-    record.backend_info = {**record.backend_info, "diagnosis": diagnosis}
-    record.finish(status, reason or None)
-    record.save(job.record_file)
-    return record
+
+    def close(current: records.JobRecord) -> None:  # on the record as it is now: a refresh's state is kept
+        current.model_data, current.output_data = model_data, output_data
+        current.backend_info = {**current.backend_info, "diagnosis": diagnosis}
+        current.finish(status, reason or None)
+
+    return records.update_record(job.record_file, close)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     job, code = JobDir(Path(args[0])), int(args[1])
-    code, _ = SlurmAttempts(job).run(code)  # the restart policy may run more attempts in this allocation first
+    code, end = SlurmAttempts(job).run(code)  # the restart policy may run more attempts in this allocation first
+    if end.stopped is not None:  # stopped while the next attempt was prepared: the last attempt's trees, packed
+        finalize(job, records.STOPPED, f"{end.stopped}; attempt {end.attempt}: "
+                 f"{end.ended.reason or end.ended.cause.value}", attempt=end.attempt, diagnosed=True)
+        return code or 1
+    if end.restart_error is not None:  # the last attempt's real cause, then why the next one could not start
+        finalize(job, records.FAILED, f"{end.ended.reason or end.ended.cause.value}; {end.restart_error}",
+                 attempt=end.attempt, diagnosed=True)
+        return code or 1
     status = records.COMPLETED if code == 0 else records.FAILED
     finalize(job, status, "" if code == 0 else f"the srun step exited with code {code}")
     return code

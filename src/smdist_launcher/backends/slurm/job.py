@@ -13,21 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from ...container.host_resilience import RESILIENCE_ENV
-from ...contract import MLPaths, write_host_config
 from ...contract.config_files import hyperparameters_for
 from ...contract.secrets import SECRET_HPS_ENV, encode_secret_env, is_secret_key, secret_hyperparameters
 from ...errors import JobFailedError
 from ...plan.model import LaunchPlan
-from ..api import JobHandle, Submission
+from ..api import JobHandle, JobState, Submission
+from ..phases import Phase
 from ..toolkit import records
+from ..toolkit.attempt.host_staging import stage_hosts
 from ..toolkit.job_console import JobConsole, console_for
 from ..toolkit.job_metrics import MetricsSettings
 from ..toolkit.jobdir import JobDir, jobs_root as resolve_jobs_root
-from ..toolkit.outputs import restore_checkpoints
+from ..toolkit.output_settings import OutputSettings
 from ..toolkit.resilience_plan import resilience_of
-from ..toolkit.staging import prepare_local_run, stage_channels, stage_code, submission_of
+from ..toolkit.staging import prepare_local_run, submission_of
 from . import scheduler
-from .attempts import save_resilience
+from .attempts import save_code, save_resilience
 from .finish import finalize
 from .node_faults import save_faults
 from .options import SlurmOptions
@@ -153,13 +154,16 @@ def refresh(job: JobDir) -> records.JobRecord:
     if state is None or not state.final:
         never = scheduler.hopeless(state) if state is not None else None
         if state is not None and (record.backend_info.get("slurm_state") != state.state or never):
-            record = records.JobRecord.load(job.record_file)  # the batch script may have finalised it meanwhile
-            if record.status not in records.FINAL_STATUSES:
-                record.backend_info = {**record.backend_info, "slurm_state": state.state, "slurm_reason": state.reason,
-                                       **({"never_starts": never} if never else {})}
-                if state.state == "RUNNING" and record.phase != "running":
-                    record.enter_phase("running")
-                record.save(job.record_file)
+            def note_state(current: records.JobRecord) -> None:
+                if current.status in records.FINAL_STATUSES:
+                    return  # the batch script finalised it meanwhile
+                current.backend_info = {**current.backend_info, "slurm_state": state.state,
+                                        "slurm_reason": state.reason, **({"never_starts": never} if never else {})}
+                if state.state == "RUNNING" and current.phase != Phase.RUNNING:
+                    current.enter_phase(Phase.RUNNING)
+
+            # under the record's lock: the attempt loop in the allocation writes the same file
+            record = records.update_record(job.record_file, note_state)
         return record
     # The batch script finalises Completed/Failed itself right after srun; give it a moment to do so.
     deadline = time.monotonic() + 30
@@ -168,8 +172,8 @@ def refresh(job: JobDir) -> records.JobRecord:
         if record.status in records.FINAL_STATUSES:
             return record
         time.sleep(POLL_S)
-    reason = {"Stopped": f"stopped: Slurm job {record.backend_info['slurm_job_id']} was cancelled",
-              "MaxRuntimeExceeded": "the Slurm time limit (max_run) was reached"}.get(
+    reason = {JobState.STOPPED: f"stopped: Slurm job {record.backend_info['slurm_job_id']} was cancelled",
+              JobState.MAX_RUNTIME_EXCEEDED: "the Slurm time limit (max_run) was reached"}.get(
                   state.status, f"Slurm ended the job: {state.state} {state.reason}".strip())
     return finalize(job, state.status, reason)
 
@@ -217,27 +221,24 @@ def submit_slurm_job(submission: Submission | LaunchPlan, options: SlurmOptions 
     options = options or SlurmOptions()
     sub = submission_of(submission)
     script = sbatch_script(sub.plan, options)  # before anything is written: bad options fail
-    faults = options.faults_for(sub.plan.host_names, sub.plan.world_size, "slurm")
-    resilience = resilience_of(sub.settings)
+    # the dry run put the options' faults in the policy; a direct call gives them through options
+    faults = list(sub.policy.faults) or options.faults_for(sub.plan.host_names, sub.plan.world_size, "slurm")
+    resilience = resilience_of(sub.policy)
     plan, code = prepare_local_run(submission)
     job = JobDir.create(resolve_jobs_root(jobs_root), plan.job_name)
     job.plan_file.write_text(plan.to_json())
     # what each node's metrics recorder applies (node.py reads it there)
     MetricsSettings(sub.metric_definitions, sub.step_patterns).save(job.root)
+    OutputSettings.of(sub.policy).save(job.root)  # model and output as folders or archives (finish.py)
     record = records.JobRecord(job_name=plan.job_name, job_id=f"{plan.job_name}-slurm", job_dir=str(job.root),
                                plan=plan.to_dict(), backend="slurm", launcher_pid=0)  # no launcher: Slurm runs it
-    record.enter_phase("staging")
+    record.enter_phase(Phase.STAGING)
     record.save(job.record_file)
-    modes = {name: "File" for name in plan.channels}
-    plan_dict = plan.to_dict()
-    hosts: dict[str, MLPaths] = {h: write_host_config(job.host_root(h), plan_dict, h, channels=modes)
-                                 for h in plan.host_names}
     try:
-        stage_channels(plan, hosts, job.staging_dir)
-        stage_code(code, hosts, keep_out=job.root.parent)
-        restore_checkpoints(plan, hosts)
+        stage_hosts(job, plan, code)  # as each later attempt does (attempts.py)
         slurm_dir = job.root / "slurm"
         slurm_dir.mkdir(exist_ok=True)
+        save_code(job, code)
         (slurm_dir / "job.sbatch").write_text(script)
         save_resilience(job, resilience)
         save_faults(job, [str(f) for f in faults])
@@ -254,7 +255,7 @@ def submit_slurm_job(submission: Submission | LaunchPlan, options: SlurmOptions 
         raise
     record.job_id = f"{plan.job_name}-slurm-{slurm_id}"
     record.backend_info = {"slurm_job_id": slurm_id, "script": str(slurm_dir / "job.sbatch")}
-    record.enter_phase("queued")
+    record.enter_phase(Phase.QUEUED)
     record.save(job.record_file)
     result = SlurmJob(job, logs=logs)
     result.console.note(f"submitted {plan.job_name} as Slurm job {slurm_id} ({plan.instance_count} nodes)")

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ...contract import MLPaths, write_host_config
+from ...contract import write_host_config
 from ...contract.secrets import REDACTED, SECRET_HPS_ENV
 from ...plan.model import LaunchPlan
 from ..local.host_environment import host_environment
@@ -28,6 +28,7 @@ from ..toolkit.job_metrics import MetricsSettings, job_recorder, sampled_hosts
 from ..toolkit.jobdir import JobDir
 from ..toolkit.log_mux import LogMux
 from ..toolkit.outputs import checkpoint_dir
+from ..toolkit.process_sweep import JOB_ID_ENV
 from ..toolkit.records import JobRecord
 from ..toolkit.resilience_plan import ATTEMPT_ENV
 from .attempts import EXITS_DIR
@@ -89,18 +90,22 @@ def host_launch(job: JobDir, node_id: int, nodes: list[str], slurm_job_id: str,
     if SECRET_HPS_ENV in environ:
         env[SECRET_HPS_ENV] = environ[SECRET_HPS_ENV]
     env["SMDIST_SLURM_JOB_ID"] = slurm_job_id
-    env[ATTEMPT_ENV] = str(len(record.attempts) + 1)  # the attempt loop (attempts.py) records each one it ends
+    env[ATTEMPT_ENV] = environ.get(ATTEMPT_ENV) or "1"  # set by the attempt loop for each later step (attempts.py)
     argv = [sys.executable, "-m", "smdist_launcher.container", "--root", str(paths.root), "--host", host,
             "--plan", str(paths.plan_file), "--no-install"]
     return argv, env, host
 
 
-def record_exit(job: JobDir, host: str, code: int) -> None:
+def record_exit(job: JobDir, host: str, code: int, log_failure: str | None = None) -> None:
     """How this node's runtime ended, for the attempt loop: a runtime killed outright (no failure.json) is a lost
-    host, and the first one to go is the cause (attempts.py)."""
+    host, and the first one to go is the cause (attempts.py). `log_failure`: the node's log consumer failed (the job
+    fails with it)."""
     exits = job.root / EXITS_DIR
     exits.mkdir(parents=True, exist_ok=True)
-    (exits / f"{host}.json").write_text(json.dumps({"host": host, "code": code, "time": time.time()}))
+    entry: dict[str, object] = {"host": host, "code": code, "time": time.time()}
+    if log_failure is not None:
+        entry["log_failure"] = log_failure
+    (exits / f"{host}.json").write_text(json.dumps(entry))
 
 
 def _plan_hosts(job: JobDir) -> list[str]:
@@ -128,10 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     metrics = job_recorder(job.root, MetricsSettings.load(job.root), host=host)
     plan = LaunchPlan.from_json(job.plan_file.read_text())
     faults = NodeFaults(job, host, {r: h.name for h in plan.hosts for r in h.ranks},
-                        MLPaths(job.host_root(host)).run_dir / "stacks",
+                        env[JOB_ID_ENV], int(env[ATTEMPT_ENV]),
                         lambda text: mux.on_line(host, f"[{host}] {text}\n".encode()))
+    # A log consumer that fails (a full jobs folder) stops the runtime; the reader drains on until it has gone.
     mux = LogMux({h: job.log_file(h) for h in _plan_hosts(job)}, SilentConsole(), on_rank_line=metrics.line,
-                 on_new_rank=lambda _rank: faults.rank_up(proc))
+                 on_new_rank=lambda _rank: faults.rank_up(proc), on_error=lambda _message: proc.terminate())
     proc = subprocess.Popen(run_argv, env=env, cwd=str(job.host_dir(host)), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     metrics.start_sampling(sampled_hosts({host: proc.pid}, {host: job.host_root(host)}, {host: _gpus() or []}))
@@ -147,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         for line in iter(proc.stdout.readline, b""):
             mux.on_line(host, line)
         code = proc.wait()
-        record_exit(job, host, code)
+        if mux.failure is not None and code == 0:
+            code = 1
+        record_exit(job, host, code, mux.failure)
     finally:
         faults.cancel()
         metrics.close()

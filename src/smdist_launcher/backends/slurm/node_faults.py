@@ -16,8 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ...container.process_tree import descendants
-from ...container.stack_dumps import rank_pids
-from ..toolkit.faults import Fault, parse_fault
+from ..toolkit.faults import Fault, parse_fault, signal_rank
 from ..toolkit.jobdir import JobDir
 
 FAULTS_FILE = "slurm/faults.json"
@@ -45,11 +44,14 @@ def _aimed_at(fault: Fault, host: str, rank_hosts: dict[int, str]) -> bool:
 
 
 class NodeFaults:
-    """The faults of one node: armed when its first rank line comes, fired on its own runtime's process tree."""
+    """The faults of one node: armed when its first rank line comes, fired on its own runtime's process tree. A rank
+    fault signals only the process carrying this job's and attempt's marker (SMDIST_JOB_ID, SMDIST_ATTEMPT) and that
+    rank, never a pid read from a file that an unrelated process may have reused since."""
 
-    def __init__(self, job: JobDir, host: str, rank_hosts: dict[int, str], stacks_dir: Path,
+    def __init__(self, job: JobDir, host: str, rank_hosts: dict[int, str], job_id: str, attempt: int,
                  say: Callable[[str], None]) -> None:
-        self.job, self.host, self.stacks_dir, self.say = job, host, stacks_dir, say
+        self.job, self.host, self.say = job, host, say
+        self.job_id, self.attempt = job_id, attempt
         path = job.root / FAULTS_FILE
         raw = json.loads(path.read_text()) if path.is_file() else []
         self.faults = [(i, f) for i, f in enumerate(map(parse_fault, raw)) if _aimed_at(f, host, rank_hosts)]
@@ -109,8 +111,8 @@ class NodeFaults:
             elif fault.kind == "preempt":
                 proc.send_signal(signal.SIGTERM)
             elif fault.target is not None:
-                rank_pid = rank_pids([self.stacks_dir]).get(int(fault.target))
-                if rank_pid is not None:
-                    os.kill(rank_pid, signal.SIGKILL if fault.kind == "kill-rank" else signal.SIGSTOP)
+                signum = signal.SIGKILL if fault.kind == "kill-rank" else signal.SIGSTOP
+                if signal_rank(self.job_id, self.attempt, int(fault.target), signum) is None:
+                    self.say(f"{fault}: rank {fault.target} is not running; nothing injected")
         except ProcessLookupError:
             pass

@@ -28,14 +28,14 @@ class SlurmOptions(FaultOptions):
     @field_validator("partition", "account", "qos")
     @classmethod
     def _slurm_name(cls, value: str | None) -> str | None:
-        if value is not None and not _NAME.match(value):
+        if value is not None and not _NAME.fullmatch(value):
             raise ValueError("must be a Slurm name: 1-64 letters, digits, '_', '.', '+' or '-'")
         return value
 
     @field_validator("time")
     @classmethod
     def _slurm_time(cls, value: str | None) -> str | None:
-        if value is not None and not _TIME.match(value):
+        if value is not None and not _TIME.fullmatch(value):
             raise ValueError("must be a Slurm time: MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS "
                              "(e.g. 2:00:00 for two hours)")
         return value

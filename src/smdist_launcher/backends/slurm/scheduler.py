@@ -6,18 +6,20 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from ..states import JobState
+
 TIMEOUT_S = 60
 # Slurm job states that end a job (squeue/scontrol/sacct spellings) → SageMaker's TrainingJobStatus.
-FINAL_STATES = {
-    "COMPLETED": "Completed",
-    "CANCELLED": "Stopped",
-    "TIMEOUT": "MaxRuntimeExceeded",
-    "DEADLINE": "MaxRuntimeExceeded",
-    "FAILED": "Failed",
-    "NODE_FAIL": "Failed",
-    "OUT_OF_MEMORY": "Failed",
-    "BOOT_FAIL": "Failed",
-    "PREEMPTED": "Failed",
+FINAL_STATES: dict[str, JobState] = {
+    "COMPLETED": JobState.COMPLETED,
+    "CANCELLED": JobState.STOPPED,
+    "TIMEOUT": JobState.MAX_RUNTIME_EXCEEDED,
+    "DEADLINE": JobState.MAX_RUNTIME_EXCEEDED,
+    "FAILED": JobState.FAILED,
+    "NODE_FAIL": JobState.FAILED,
+    "OUT_OF_MEMORY": JobState.FAILED,
+    "BOOT_FAIL": JobState.FAILED,
+    "PREEMPTED": JobState.FAILED,
 }
 # What to change when sbatch refuses a job, by the words of its message.
 _HINTS = (
@@ -68,8 +70,8 @@ class SlurmState:
         return self.state in FINAL_STATES
 
     @property
-    def status(self) -> str:
-        return FINAL_STATES.get(self.state, "InProgress")
+    def status(self) -> JobState:
+        return FINAL_STATES.get(self.state, JobState.IN_PROGRESS)
 
 
 def _require(tool: str) -> str:

@@ -11,6 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...container.failure import OUTSIDE_SIGNALS, is_timeout, signal_name
+from ...contract.no_follow import read_host_file
+from .faults import KilledHost
 from .log_mux import tail
 from .restart_policy import Cause
 from .supervisor import HostExit
@@ -22,7 +25,7 @@ def read_failures(failure_files: dict[str, Path]) -> list[dict[str, Any]]:
     found = []
     for host, path in failure_files.items():
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(read_host_file(path))  # a link the job planted is refused, not followed
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):
@@ -32,9 +35,13 @@ def read_failures(failure_files: dict[str, Path]) -> list[dict[str, Any]]:
     return found
 
 
-def failure_cause(failure_files: dict[str, Path], first_exit: HostExit | None) -> Cause:
-    """What a failed attempt's records say happened, as far as a retry is concerned (restart_policy.Cause)."""
+def failure_cause(failure_files: dict[str, Path], first_exit: HostExit | None,
+                  killed: KilledHost | None = None) -> Cause:
+    """What a failed attempt's records say happened, as far as a retry is concerned (restart_policy.Cause).
+    `killed`: the host the fault rehearsal killed in this attempt, if any."""
     failures = read_failures(failure_files)
+    if killed is not None and _killed_first(killed, failures):
+        return Cause.HOST_LOST  # we killed it ourselves: whatever its placement's exit code or runtime says
     first = first_failure(failures)
     if first_exit is not None and _died_without_a_word(first_exit, failure_files, first):
         return Cause.HOST_LOST  # its runtime was killed outright: the machine (container, namespace) is gone
@@ -42,16 +49,20 @@ def failure_cause(failure_files: dict[str, Path], first_exit: HostExit | None) -
         return Cause.SCRIPT_ERROR
     if first.get("cause") == "hang":  # a host's own log monitoring (container/hang_watch.py)
         return Cause.HANG
-    last = "\n".join((first.get("traceback") or [])[-3:]).lower()  # the exception line(s) of the traceback
-    if any(word in last for word in _TIMEOUT_WORDS):
+    if is_timeout([str(line) for line in first.get("traceback") or []]):  # by the exception's class
         return Cause.TIMEOUT
-    if first.get("signal") == "SIGKILL" or (first.get("signal") and not first.get("traceback")):
-        return Cause.KILLED  # a rank ended by a signal it did not raise itself (the OOM killer, a lost node)
+    if _signal_of(first) in OUTSIDE_SIGNALS:
+        return Cause.KILLED  # stopped or killed from outside (the OOM killer, a lost node): a retry may cure it
+    # A crash (SIGSEGV, SIGABRT, SIGBUS, SIGFPE: the same on every attempt) or the script's own error
     return Cause.SCRIPT_ERROR
 
 
-# What rendezvous and collective timeouts say (torch.distributed, gloo, NCCL, Open MPI).
-_TIMEOUT_WORDS = ("timed out", "timeout", "disttimeouterror", "rendezvousTimeoutError".lower(), "watchdog caught")
+def _signal_of(failure: dict[str, Any]) -> str | None:
+    """The signal that ended the failing rank, from failure.json's signal or a negative exit code."""
+    if failure.get("signal"):
+        return str(failure["signal"])
+    code = failure.get("exit_code")
+    return signal_name(-code) if isinstance(code, int) and code < 0 else None
 
 
 def first_failure(failures: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -69,6 +80,14 @@ def is_secondary(failure: dict[str, Any]) -> bool:
 
 def _stopped_by_us(failure: dict[str, Any]) -> bool:
     return failure.get("signal") in ("SIGTERM", "SIGINT") and not failure.get("traceback")
+
+
+def _killed_first(killed: KilledHost, failures: list[dict[str, Any]]) -> bool:
+    """The injected kill is the cause unless a real failure (not a victim's, not one we stopped) was reported before
+    it. What the killed host wrote after the kill is no explanation: a container can outlive its docker client and
+    report itself as a victim, with exit code 1."""
+    before = killed.wall_time * 1e9
+    return not any(not is_secondary(f) and float(f.get("time") or float("inf")) < before for f in failures)
 
 
 def _died_without_a_word(first_exit: HostExit, failure_files: dict[str, Path],
@@ -97,11 +116,18 @@ def _who(host: str, rank: Any) -> str:
 
 
 def describe_failure(failure_files: dict[str, Path], log_files: dict[str, Path],
-                     first_exit: HostExit | None) -> tuple[str, str]:
-    """(one-line failure reason, full diagnosis text)."""
+                     first_exit: HostExit | None, killed: KilledHost | None = None) -> tuple[str, str]:
+    """(one-line failure reason, full diagnosis text); `killed` as for failure_cause."""
     failures = read_failures(failure_files)
     first = first_failure(failures)
-    if first_exit is not None and _died_without_a_word(first_exit, failure_files, first):
+    if killed is not None and _killed_first(killed, failures):
+        host = killed.host
+        exited = f" (it exited with code {first_exit.code})" if first_exit and first_exit.host == host else ""
+        reason = f"host {host} was lost: killed by the injected fault {killed.fault}{exited}"
+        log = log_files.get(host)
+        lines = tail(log, TRACEBACK_LINES) if log else []
+        first = None  # its own failure.json (if it wrote one after the kill) explains nothing
+    elif first_exit is not None and _died_without_a_word(first_exit, failure_files, first):
         # A runtime killed outright (kill -9, the OOM killer) writes no failure.json; the hosts we stopped
         # because of it do, as victims. The supervisor saw it exit first: it is the cause.
         host = first_exit.host
@@ -179,14 +205,14 @@ def early_exits(stacks_dirs: dict[str, Path], rank_hosts: dict[int, str], before
             if not path.stem.isdigit():
                 continue
             try:
-                header = json.loads(path.read_text(errors="replace").partition("\n")[0])
+                header = json.loads(read_host_file(path).decode("utf-8", "replace").partition("\n")[0])
                 rank = int(header["rank"])
             except (OSError, ValueError, KeyError, TypeError):
                 continue
             pid = int(path.stem)
             registered[pid] = (rank_hosts.get(rank, host), rank)
             try:
-                note = json.loads(path.with_suffix(".exit").read_text())
+                note = json.loads(read_host_file(path.with_suffix(".exit")))
                 exits[pid] = (int(note["code"]), int(note["time_ns"]))
             except (OSError, ValueError, KeyError, TypeError):
                 pass  # still running when stopped, or killed (no exit() ran)

@@ -2,16 +2,19 @@
 that every backend running hosts from a job folder answers the same way (process, netns, docker, Slurm)."""
 from __future__ import annotations
 
+import codecs
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ...contract.no_follow import open_read_nofollow
 from ..api import Emit, HostStatus, JobHandle, JobState, JobStatus
 from .jobdir import JobDir
 from .records import JobRecord
 
 POLL_S = 0.2
+LOG_CHUNK = 8 << 20  # the most of a log read into memory at once
 
 
 def handle_of(record: JobRecord, backend: str | None = None) -> JobHandle:
@@ -63,32 +66,42 @@ def follow_log_files(record: JobRecord, hosts: list[str] | None, follow: bool, e
     gives the record as its backend sees it now, e.g. a Slurm job that Slurm ended itself)."""
     out = emit or write_stdout
     job_dir = JobDir(Path(record.job_dir))
-    files = {h: job_dir.log_file(h) for h in check_hosts(record, hosts)}
+    # Relative to the job folder, opened without following a link (a job's code may own files of its folder: a
+    # planted logs/<host>.log -> /etc/shadow must not be shown by a launcher that runs with more privilege).
+    files = {h: job_dir.log_file(h).relative_to(job_dir.root) for h in check_hosts(record, hosts)}
+    # A log is read LOG_CHUNK at a time, whatever its size (a job may print gigabytes).
     if not follow:
         for path in files.values():
-            if path.is_file():
-                out(path.read_bytes().decode("utf-8", "replace"))
+            offset, decoder = 0, codecs.getincrementaldecoder("utf-8")("replace")
+            while data := _read_log(job_dir.root, path, offset):
+                offset += len(data)
+                out(decoder.decode(data))
+            if last := decoder.decode(b"", final=True):
+                out(last)
         return
     offsets = dict.fromkeys(files, 0)
     partial = dict.fromkeys(files, b"")
     while True:
         now = refresh()  # read BEFORE the last pass, so nothing written before the end is missed
         ended = JobState.of(now.status).is_terminal or now.launcher_gone()
-        got = False
+        got = more = False
         for h, path in files.items():
-            try:
-                with open(path, "rb") as f:
-                    f.seek(offsets[h])
-                    data = f.read()
-            except FileNotFoundError:
+            data = _read_log(job_dir.root, path, offsets[h])
+            if data is None:
                 continue
             if data:
                 got = True
+                more = more or len(data) == LOG_CHUNK
                 offsets[h] += len(data)
                 data = partial[h] + data
                 complete, _, partial[h] = data.rpartition(b"\n")
                 if complete:
                     out((complete + b"\n").decode("utf-8", "replace"))
+                if len(partial[h]) >= LOG_CHUNK:  # a line without end: shown as it comes, not held whole
+                    out(partial[h].decode("utf-8", "replace"))
+                    partial[h] = b""
+        if more:
+            continue  # more is there already: no pause
         if ended and not got:
             for rest in partial.values():
                 if rest:
@@ -98,3 +111,14 @@ def follow_log_files(record: JobRecord, hosts: list[str] | None, follow: bool, e
                                  "status (Interrupted): no more output will come\n")
             return
         time.sleep(POLL_S)
+
+
+def _read_log(job_root: Path, relative: Path, offset: int = 0) -> bytes | None:
+    """At most LOG_CHUNK bytes of a host's log from `offset`; None when it does not exist or is not a regular file
+    of the job folder (a link, a FIFO)."""
+    try:
+        with open_read_nofollow(job_root, relative) as f:
+            f.seek(offset)
+            return f.read(LOG_CHUNK)
+    except OSError:
+        return None

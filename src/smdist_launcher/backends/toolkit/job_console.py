@@ -1,5 +1,6 @@
 """Where a job's live output goes: plain lines when piped, coloured lines per host and a
-status line (phase, hosts up, ranks up) when a terminal is attached (rich).
+status line (phase, hosts up, ranks up) when a terminal is attached (rich). Everything the job says (its lines, names,
+metric names, reasons) is rendered as text, never as rich markup.
 
 The screen gets the user's own output; the launchers' chatter (ConsoleFilter) and, after the first failure, the
 other ranks' tracebacks go only to the log files, which keep every line (`smdist logs`)."""
@@ -9,6 +10,8 @@ import re
 import sys
 import threading
 from typing import IO, Any
+
+from ..phases import Phase
 
 _PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
 
@@ -95,12 +98,13 @@ class PlainConsole:
 class RichConsole:
     """Colour per host and a live status line below the log lines."""
 
-    def __init__(self, hosts: list[str]) -> None:
+    def __init__(self, hosts: list[str], console: Any = None) -> None:
         from rich.console import Console  # lazy: only terminals pay for rich
+        from rich.text import Text
 
-        self._console = Console(highlight=False)
+        self._console = console or Console(highlight=False)
         self._styles = {h: _PALETTE[i % len(_PALETTE)] for i, h in enumerate(hosts)}
-        self._status: Any = self._console.status("starting", spinner="dots")
+        self._status: Any = self._console.status(Text(str(Phase.STARTING)), spinner="dots")
         self._status.start()
         self._filter = ConsoleFilter()
         self._lock = threading.Lock()
@@ -127,8 +131,10 @@ class RichConsole:
             pass  # the terminal is gone (SIGHUP): the log files still get every line
 
     def status(self, text: str) -> None:
-        try:
-            self._status.update(text)
+        from rich.text import Text
+
+        try:  # as text: a metric name or a job name such as `loss[/b]` is no markup
+            self._status.update(Text(text))
         except (OSError, ValueError):
             pass
 

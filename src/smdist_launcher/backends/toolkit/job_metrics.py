@@ -47,12 +47,13 @@ def sample_interval(environ: Mapping[str, str] | None = None) -> float:
 
 
 def job_recorder(job_root: Path, settings: MetricsSettings, *, host: str | None = None,
-                 on_progress: Callable[[], None] | None = None) -> MetricsRecorder:
+                 on_progress: Callable[[], None] | None = None,
+                 on_note: Callable[[str], None] | None = None) -> MetricsRecorder:
     """The recorder of a job (host None: the launcher records every host into metrics.jsonl) or of one host writing
     from its own machine (a Slurm node: metrics.<host>.jsonl)."""
     store = job_root / (STORE_FILE if host is None else host_store_file(host))
     return MetricsRecorder(store, settings.definitions, step_patterns=settings.step_patterns,
-                           on_progress=on_progress, interval_s=sample_interval())
+                           on_progress=on_progress, on_note=on_note, interval_s=sample_interval())
 
 
 def sampled_hosts(pids: Mapping[str, int], roots: Mapping[str, Path], gpus: Mapping[str, list[str]], *,

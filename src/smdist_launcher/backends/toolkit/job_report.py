@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from ...contract import MLPaths
+from ...contract.no_follow import read_host_file
 from ...metrics.store import MetricPoint, read_points
+from .attempt.kept_layout import kept_attempts
 from .diagnosis import describe_failure, first_failure, read_failures
 from .jobdir import JobDir
 from .log_mux import tail
@@ -82,7 +84,7 @@ def _rank_files(stacks: Path) -> tuple[list[RankExit], list[RankDump]]:
         if not path.stem.isdigit():
             continue
         try:
-            head, _, rest = path.read_text(errors="replace").partition("\n")
+            head, _, rest = read_host_file(path).decode("utf-8", "replace").partition("\n")
             rank = int(json.loads(head)["rank"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
@@ -90,7 +92,7 @@ def _rank_files(stacks: Path) -> tuple[list[RankExit], list[RankDump]]:
         if lines:
             dumps.append(RankDump(rank, int(path.stem), lines))
         try:
-            note = json.loads(path.with_suffix(".exit").read_text())
+            note = json.loads(read_host_file(path.with_suffix(".exit")))
             exits.append(RankExit(rank, int(path.stem), int(note["code"]), int(note["time_ns"]) / 1e9))
         except (OSError, ValueError, KeyError, TypeError):
             pass  # still running when the job ended, or killed: no exit() ran
@@ -98,15 +100,13 @@ def _rank_files(stacks: Path) -> tuple[list[RankExit], list[RankDump]]:
 
 
 def _earlier_failures(job: JobDir) -> dict[int, list[dict[str, Any]]]:
-    """attempts/<n>/<host>/failure.json: each retried attempt's outputs are kept there (backends/local/job.py)."""
+    """What each earlier attempt's hosts reported in failure.json, read from their kept trees
+    (attempts/<n>/<host>/: attempt/kept_layout.py)."""
     out: dict[int, list[dict[str, Any]]] = {}
-    attempts = job.root / "attempts"
-    for folder in sorted(attempts.iterdir(), key=lambda p: p.name) if attempts.is_dir() else []:
-        if folder.name.isdigit():
-            files = {h.name: h / "failure.json" for h in sorted(folder.iterdir()) if h.is_dir()}
-            found = read_failures(files)
-            if found:
-                out[int(folder.name)] = found
+    for number, hosts in kept_attempts(job).items():
+        found = read_failures({h: paths.failure_json_file for h, paths in hosts.items()})
+        if found:
+            out[number] = found
     return out
 
 

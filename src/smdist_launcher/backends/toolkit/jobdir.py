@@ -41,7 +41,7 @@ JOBS_ROOT_RULE = ("$SMDIST_JOBS_DIR, else the nearest .smdist/jobs in the curren
 
 
 def check_job_name(name: str) -> str:
-    if not _JOB_NAME.match(name):
+    if not _JOB_NAME.fullmatch(name):
         raise ValueError(
             f"job_name: {name!r} is not a valid job name; use 1-63 letters, digits and hyphens, "
             "starting and ending with a letter or digit (SageMaker's rule)"

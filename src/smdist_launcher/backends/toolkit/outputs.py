@@ -4,18 +4,34 @@ delivered to output_path; checkpoints synced with checkpoint_s3_uri.
 Like SageMaker local mode, the hosts' folders are merged (a later host's file replaces an
 earlier host's file of the same name). Only regular files are packed: a symlink could point
 anywhere on this machine. Without output_path the archives stay in <job>/output/; with one
-they go to <output_path>/<job name>/output/ (SageMaker's layout), file:// or s3://."""
+they go to <output_path>/<job name>/output/ (SageMaker's layout), file:// or s3://.
+With compression off (disable_output_compression / CompressionType NONE, output_settings.py)
+the merged folders are delivered as they are: output/model/... and output/data/..., and
+model_data names the model folder. Packing and copying: packing.py."""
 from __future__ import annotations
 
+import os
+import posixpath
 import shutil
-import tarfile
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 from ...contract import MLPaths
+from ...contract.no_follow import (
+    copy_into,
+    copy_out,
+    host_anchor,
+    open_dir_nofollow,
+    regular_files,
+    write_stream_nofollow,
+)
 from ...metrics.store import STORE_FILE, read_points, store_files
 from ...plan.model import LaunchPlan
 from ..storage import s3 as s3io
 from ..storage.locations import Location, parse_location
+from .output_settings import Compression, OutputSettings
+from .packing import Folder, Progress, copy_merged, pack
+from .supervisor import Interrupted
 
 CONTAINER_ROOT = "/opt/ml"
 
@@ -26,17 +42,18 @@ def _regular_files(root: Path) -> dict[str, Path]:
     return {p.relative_to(root).as_posix(): p for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
 
 
-def pack_merged(folders: list[Path], tar_path: Path) -> int:
-    """Pack the union of `folders` (later ones win) into a gzipped tar; returns the file count."""
-    merged: dict[str, Path] = {}
-    for folder in folders:
-        merged.update(_regular_files(folder))
-    tar_path.parent.mkdir(parents=True, exist_ok=True)
-    # Level 1: model weights barely compress, and level 9 costs seconds per 100 MB.
-    with tarfile.open(tar_path, "w:gz", compresslevel=1) as tar:
-        for name in sorted(merged):
-            tar.add(merged[name], arcname=name, recursive=False)
-    return len(merged)
+def pack_merged(folders: list[Path], tar_path: Path, progress: Progress | None = None) -> int:
+    """Pack the union of `folders` (later ones win) into a gzipped tar; returns the file count (0: no archive)."""
+    return pack([Folder(f) for f in folders], tar_path, progress=progress)
+
+
+def _host_folders(hosts: dict[str, MLPaths], sub: str) -> list[Folder]:
+    """Each host's `sub` folder (model, output/data) below the host folder the job cannot replace."""
+    out = []
+    for paths in hosts.values():
+        root, relative = host_anchor(paths.root)
+        out.append(Folder(root, relative / sub))
+    return out
 
 
 def destination(plan: LaunchPlan, job_output_dir: Path) -> Location:
@@ -58,17 +75,89 @@ def deliver(local_file: Path, dest_dir: Location) -> str:
     return target.uri
 
 
-def collect_outputs(plan: LaunchPlan, hosts: dict[str, MLPaths], job_output_dir: Path) -> tuple[str | None, str | None]:
-    """(model_data URI or None when no host saved a model, output_data URI or None)."""
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def deliver_folder(local_dir: Path, dest_dir: Location) -> str:
+    """Copy/upload the folder `local_dir` (ours) into `dest_dir` under its name; returns its URI (ending in /)."""
+    target = dest_dir.child(local_dir.name)
+    if target.is_s3:
+        s3 = s3io.client()
+        for rel, f, _st in regular_files(local_dir):
+            if not _is_utf8(rel):  # bytes that are no UTF-8 (the job's choice): no S3 key can hold it; kept here
+                continue
+            s3.upload_fileobj(f, target.bucket, target.child(rel).key)
+    else:
+        assert target.path is not None
+        if target.path != local_dir:
+            shutil.copytree(local_dir, target.path, dirs_exist_ok=True)
+    return target.uri.rstrip("/") + "/"
+
+
+def collect_outputs(plan: LaunchPlan, hosts: dict[str, MLPaths], job_output_dir: Path,
+                    progress: Progress | None = None) -> tuple[str | None, str | None]:
+    """(model_data URI or None when no host saved a model, output_data URI or None). `progress` hears how far a
+    pack or copy that takes more than a few seconds is."""
     dest = destination(plan, job_output_dir)
-    model_tar, output_tar = job_output_dir / "model.tar.gz", job_output_dir / "output.tar.gz"
     model_data = output_data = None
-    if pack_merged([p.model_dir for p in hosts.values()], model_tar):
-        model_data = deliver(model_tar, dest)
-    if pack_merged([p.output_data_dir for p in hosts.values()], output_tar):
-        output_data = deliver(output_tar, dest)
+    if OutputSettings.load(job_output_dir.parent).compression is Compression.NONE:
+        # SageMaker's uncompressed layout: <output>/model/..., <output>/data/...
+        for sub, name in (("model", "model"), ("output/data", "data")):
+            local = job_output_dir / name
+            if copy_merged(_host_folders(hosts, sub), local, progress=progress):
+                uri = deliver_folder(local, dest)
+                model_data, output_data = (uri, output_data) if name == "model" else (model_data, uri)
+    else:
+        model_tar, output_tar = job_output_dir / "model.tar.gz", job_output_dir / "output.tar.gz"
+        if pack(_host_folders(hosts, "model"), model_tar, progress=progress):
+            model_data = deliver(model_tar, dest)
+        if pack(_host_folders(hosts, "output/data"), output_tar, progress=progress):
+            output_data = deliver(output_tar, dest)
     deliver_metrics(job_output_dir.parent, job_output_dir, dest)
     return model_data, output_data
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """What the end of a job delivered: model_data/output_data URIs (None: nothing, or their delivery failed) and the
+    first failure (the outputs', else the checkpoints')."""
+
+    model_data: str | None = None
+    output_data: str | None = None
+    error: Exception | None = None
+
+    @property
+    def stopped_by(self) -> str | None:
+        """The signal's name when the failure was a stop of the launcher (SIGTERM, SIGHUP) while delivering: the
+        job was stopped, not failed (it ended `Failed: uploading outputs failed: SIGTERM` before, issue 32)."""
+        exc: BaseException | None = self.error
+        while exc is not None:
+            if isinstance(exc, Interrupted):
+                return exc.signal_name
+            exc = exc.__cause__
+        return None
+
+
+def deliver_job_outputs(plan: LaunchPlan, hosts: dict[str, MLPaths], job_output_dir: Path,
+                        progress: Progress | None = None) -> Delivered:
+    """collect_outputs, then save_checkpoints also when the outputs failed: a full disk or a stop while packing the
+    model must not cost the checkpoints' upload too (every backend's end: local, recovery, Slurm's finish)."""
+    model_data = output_data = None
+    error: Exception | None = None
+    try:
+        model_data, output_data = collect_outputs(plan, hosts, job_output_dir, progress=progress)
+    except Exception as exc:  # noqa: BLE001 - the caller records it as the job's upload failure
+        error = exc
+    try:
+        save_checkpoints(plan, hosts)
+    except Exception as exc:  # noqa: BLE001 - as above; the outputs' failure, if any, is the one to tell
+        error = error or exc
+    return Delivered(model_data, output_data, error)
 
 
 def deliver_metrics(job_root: Path, job_output_dir: Path, dest: Location) -> str | None:
@@ -83,14 +172,28 @@ def deliver_metrics(job_root: Path, job_output_dir: Path, dest: Location) -> str
 
 
 # ---- checkpoints --------------------------------------------------------------------------------
+# The host's checkpoint folder belongs to the job, which may have planted links in it (also between attempts): it is
+# read and written only by descriptor walks from the host's trusted folder (contract/no_follow.py), so a restore
+# never writes through a link and a save never reads through one (`checkpoints/x -> /root/.ssh/id_rsa`).
+def _checkpoint_relative(plan: LaunchPlan) -> PurePosixPath:
+    """checkpoint_local_path below the container's /opt/ml; outside it (or leaving it with `..`): checkpoints/."""
+    local = posixpath.normpath(plan.checkpoint_local_path or f"{CONTAINER_ROOT}/checkpoints")
+    if local.startswith(CONTAINER_ROOT + "/"):
+        return PurePosixPath(local[len(CONTAINER_ROOT) + 1:])
+    return PurePosixPath("checkpoints")
+
+
 def checkpoint_dir(plan: LaunchPlan, paths: MLPaths) -> Path:
     """checkpoint_local_path is a path inside the container (default /opt/ml/checkpoints), mapped
     into the host's sandbox. A path outside /opt/ml maps to the sandbox's checkpoints/: a real
     path on this machine would be shared by every simulated host."""
-    local = (plan.checkpoint_local_path or f"{CONTAINER_ROOT}/checkpoints").rstrip("/")
-    if local.startswith(CONTAINER_ROOT + "/"):
-        return paths.root / local[len(CONTAINER_ROOT) + 1:]
-    return paths.checkpoints_dir
+    return paths.root.joinpath(*_checkpoint_relative(plan).parts)
+
+
+def _checkpoint_anchor(plan: LaunchPlan, paths: MLPaths) -> tuple[Path, PurePosixPath]:
+    """(trusted root, relative folder) of the host's checkpoint folder."""
+    root, ml = host_anchor(paths.root)
+    return root, PurePosixPath(ml.as_posix(), *_checkpoint_relative(plan).parts)
 
 
 def _checkpoint_location(plan: LaunchPlan) -> Location | None:
@@ -99,38 +202,43 @@ def _checkpoint_location(plan: LaunchPlan) -> Location | None:
     return parse_location(plan.checkpoint_s3_uri, field="checkpoint_s3_uri")
 
 
-def _fetch_tree(loc: Location, dest: Path) -> int:
-    """Everything under `loc` (s3:// prefix or local folder) into `dest`; returns the file count."""
-    dest.mkdir(parents=True, exist_ok=True)
+def _fetch_tree(loc: Location, root: Path, relative: PurePosixPath) -> int:
+    """Everything under `loc` (s3:// prefix or local folder) into the job's folder root/relative; returns the file
+    count."""
+    os.close(open_dir_nofollow(root, relative, create=True))  # the folder exists even with nothing to restore
     if loc.is_s3:
         s3 = s3io.client()
         objects = s3io.list_objects(s3, loc)
-        s3io.download(s3, loc, objects, dest)
+        for key, rel in objects:
+            body = s3.get_object(Bucket=loc.bucket, Key=key)["Body"]
+            with body:
+                write_stream_nofollow(root, relative.joinpath(*rel.parts), body.iter_chunks(s3io.CHUNK_BYTES))
         return len(objects)
     assert loc.path is not None
-    files = _regular_files(loc.path)
-    for rel, path in files.items():
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, dest / rel)
-    return len(files)
+    return copy_into(loc.path, root, relative)
 
 
-def _send_tree(src: Path, loc: Location) -> int:
-    """The regular files of `src` to `loc` (s3:// prefix or local folder); returns the file count."""
-    if loc.is_s3:
-        return s3io.upload_tree(s3io.client(), src, loc)
-    assert loc.path is not None
-    files = _regular_files(src)
-    for rel, path in files.items():
-        (loc.path / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, loc.path / rel)
-    return len(files)
+def _send_tree(root: Path, relative: PurePosixPath, loc: Location) -> int:
+    """The regular files of the job's folder root/relative to `loc` (s3:// prefix or local folder); returns the file
+    count. Links and special files are skipped, never followed."""
+    if not loc.is_s3:
+        assert loc.path is not None
+        return copy_out(root, relative, loc.path)
+    s3 = s3io.client()
+    count = 0
+    for rel, f, _st in regular_files(root, relative):
+        if not _is_utf8(rel):  # a name of bytes that are no UTF-8 (the job's choice): no S3 key can hold it
+            continue
+        target = loc.child(rel)
+        s3.upload_fileobj(f, target.bucket, target.key)
+        count += 1
+    return count
 
 
 def restore_checkpoints(plan: LaunchPlan, hosts: dict[str, MLPaths]) -> int:
     """Before start: every host gets the checkpoints already at checkpoint_s3_uri (SageMaker does this)."""
     loc = _checkpoint_location(plan)
-    counts = [_fetch_tree(loc, checkpoint_dir(plan, paths)) for paths in hosts.values()] if loc else [0]
+    counts = [_fetch_tree(loc, *_checkpoint_anchor(plan, paths)) for paths in hosts.values()] if loc else [0]
     return max(counts)
 
 
@@ -140,4 +248,4 @@ def save_checkpoints(plan: LaunchPlan, hosts: dict[str, MLPaths]) -> int:
     loc = _checkpoint_location(plan)
     if loc is None:
         return 0
-    return sum(_send_tree(checkpoint_dir(plan, p), loc) for p in hosts.values() if checkpoint_dir(plan, p).is_dir())
+    return sum(_send_tree(*_checkpoint_anchor(plan, p), loc) for p in hosts.values())

@@ -2,23 +2,28 @@
 at every phase change so `smdist jobs` and `smdist logs` can read it while the job runs."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..api import TERMINAL_STATES, JobState
+from ..phases import Phase
+from ..secondary_status import phase_of_secondary
+from ..states import TERMINAL_STATES, JobState
 
-# The states as job.json stores them (backends.api.JobState's values: one definition of "ended" for every backend).
-IN_PROGRESS = JobState.IN_PROGRESS.value
-COMPLETED = JobState.COMPLETED.value
-FAILED = JobState.FAILED.value
-STOPPED = JobState.STOPPED.value
-MAX_RUNTIME_EXCEEDED = JobState.MAX_RUNTIME_EXCEEDED.value
-INTERRUPTED = JobState.INTERRUPTED.value
+# The job states (backends.states.JobState: one definition of "ended" for every backend); job.json keeps their values.
+IN_PROGRESS = JobState.IN_PROGRESS
+COMPLETED = JobState.COMPLETED
+FAILED = JobState.FAILED
+STOPPED = JobState.STOPPED
+MAX_RUNTIME_EXCEEDED = JobState.MAX_RUNTIME_EXCEEDED
+INTERRUPTED = JobState.INTERRUPTED
 FINAL_STATUSES = tuple(sorted(s.value for s in TERMINAL_STATES))
 
 
@@ -27,8 +32,9 @@ class JobRecord:
     job_name: str
     job_id: str
     job_dir: str
-    status: str = IN_PROGRESS
-    phase: str = "created"
+    # str enums: job.json keeps their plain values, and a record read back holds the members again (__post_init__)
+    status: JobState = IN_PROGRESS
+    phase: Phase = Phase.CREATED
     created: float = field(default_factory=time.time)
     ended: float | None = None
     # phase name -> [start, end] wall-clock seconds (end None while the phase runs)
@@ -49,19 +55,36 @@ class JobRecord:
     backend_info: dict[str, Any] = field(default_factory=dict)
     # every attempt: its number, cause, reason, what the restart policy decided, where it resumed (first steps)
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    # SageMaker's SecondaryStatus (a sagemaker job's record): its own field, `phase` holds the Phase it maps to
+    secondary_status: str | None = None
 
-    def enter_phase(self, name: str, now: float | None = None) -> None:
-        now = time.time() if now is None else now
-        if self.phase in self.phases and self.phases[self.phase][1] is None:
-            self.phases[self.phase][1] = now
-        self.phase = name
-        self.phases[name] = [now, None]
+    def __post_init__(self) -> None:
+        self.status = JobState.of(self.status)
+        self.phase = self._phase_of(self.phase)
 
-    def finish(self, status: str, failure_reason: str | None = None, now: float | None = None) -> None:
+    def _phase_of(self, value: str | Phase) -> Phase:
+        """A Phase, whatever an older record kept: a sagemaker record kept SageMaker's SecondaryStatus in `phase`
+        (mapped, and kept in `secondary_status`); a value no version knows reads as where the job must be."""
+        if isinstance(value, Phase) or value in Phase._value2member_map_:
+            return Phase.of(value)
+        mapped = phase_of_secondary(value)
+        if mapped is not None:
+            self.secondary_status = self.secondary_status or value
+            return mapped
+        return Phase.DONE if self.status.is_terminal else Phase.RUNNING
+
+    def enter_phase(self, name: str | Phase, now: float | None = None) -> None:
         now = time.time() if now is None else now
-        self.enter_phase("done", now)
-        self.phases["done"][1] = now
-        self.status = status
+        if self.phase.value in self.phases and self.phases[self.phase.value][1] is None:
+            self.phases[self.phase.value][1] = now
+        self.phase = Phase.of(name)
+        self.phases[self.phase.value] = [now, None]
+
+    def finish(self, status: str | JobState, failure_reason: str | None = None, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        self.enter_phase(Phase.DONE, now)
+        self.phases[Phase.DONE.value][1] = now
+        self.status = JobState.of(status)
         self.failure_reason = failure_reason
         self.ended = now
 
@@ -94,6 +117,27 @@ class JobRecord:
         data = json.loads(path.read_text())
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
+
+
+@contextlib.contextmanager
+def record_lock(path: Path) -> Iterator[None]:
+    """Excludes the other processes that change the same job.json (Slurm's attempt loop in the allocation, a
+    launcher refreshing the job's Slurm state, its finisher): each one's read-modify-write is whole."""
+    with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def update_record(path: Path, change: Callable[[JobRecord], None]) -> JobRecord:
+    """Load the record, apply `change`, save it: under record_lock, so no other writer's change is lost."""
+    with record_lock(path):
+        record = JobRecord.load(path)
+        change(record)
+        record.save(path)
+        return record
 
 
 def process_start(pid: int) -> int | None:

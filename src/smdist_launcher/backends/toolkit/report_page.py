@@ -20,14 +20,18 @@ from typing import Any
 
 from ...metrics.store import TRAINING, MetricPoint
 from ...metrics.summary import summarize
+from ..api import JobState
+from ..phases import Phase
 from .job_report import JobReport, first_failing_host
 
 # Only inline styles and data: images; no script, no fetch, no frame, no form.
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
-_STATUS_COLOURS = {"Completed": "#1a7f37", "Failed": "#cf222e", "Interrupted": "#cf222e", "Stopped": "#9a6700",
-                   "MaxRuntimeExceeded": "#9a6700", "InProgress": "#0969da"}
-_PHASE_COLOURS = {"created": "#d0d7de", "staging": "#a5d6ff", "starting": "#80ccff", "running": "#54aeff",
-                  "uploading": "#b392f0", "done": "#8c959f"}
+_STATUS_COLOURS: dict[str, str] = {
+    JobState.COMPLETED: "#1a7f37", JobState.FAILED: "#cf222e", JobState.INTERRUPTED: "#cf222e",
+    JobState.STOPPED: "#9a6700", JobState.MAX_RUNTIME_EXCEEDED: "#9a6700", JobState.IN_PROGRESS: "#0969da"}
+_PHASE_COLOURS: dict[str, str] = {
+    Phase.CREATED: "#d0d7de", Phase.QUEUED: "#eaeef2", Phase.STAGING: "#a5d6ff", Phase.STARTING: "#80ccff",
+    Phase.RUNNING: "#54aeff", Phase.UPLOADING: "#b392f0", Phase.DONE: "#8c959f"}
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#1f2328;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;border-bottom:1px solid #d0d7de;padding-bottom:4px;margin-top:28px}
@@ -35,7 +39,8 @@ table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #d0d7de;paddi
 vertical-align:top}th{background:#f6f8fa}pre{background:#f6f8fa;padding:8px;overflow-x:auto;font-size:12px;margin:4px 0}
 .status{color:#fff;border-radius:10px;padding:1px 10px;font-weight:600}.muted{color:#59636e}
 .lane{position:relative;height:18px;background:#f6f8fa;border:1px solid #d0d7de;min-width:500px}
-.seg{position:absolute;top:0;height:100%;font-size:11px;overflow:hidden;white-space:nowrap;color:#1f2328}
+.seg{position:absolute;top:0;height:100%;font-size:11px;overflow:hidden;white-space:nowrap;color:#1f2328;
+box-sizing:border-box;padding:0 3px;text-overflow:clip}
 .tick{position:absolute;top:-2px;width:2px;height:22px;background:#1f2328}
 .first{background:#ffebe9}img.plot{max-width:100%;border:1px solid #d0d7de;margin:6px 0}
 table.timeline{width:100%}table.timeline td:last-child{width:100%}
@@ -107,7 +112,7 @@ def _summary(report: JobReport) -> str:
     plan = r.plan or {}
     shape = (f"{plan.get('instance_count', len(report.hosts))} host(s) × {plan.get('processes_per_host', '?')} "
              f"process(es), {plan.get('strategy', '?')}")
-    rows = [("backend", r.backend), ("cluster", shape), ("created", _when(r.created)), ("ended", _when(r.ended)),
+    rows = [("backend", r.backend), ("cluster", shape), ("created at", _when(r.created)), ("ended", _when(r.ended)),
             ("duration", _seconds(r.duration)), ("last phase", r.phase), ("failure reason", r.failure_reason),
             ("model", r.model_data), ("output", r.output_data), ("job folder", str(report.job_dir))]
     table = _table((), [(f"<b>{_e(k)}</b>", _e(v)) for k, v in rows if v])
@@ -122,9 +127,13 @@ def _attempts(report: JobReport) -> str:
     rows = []
     for a in attempts:
         steps = ", ".join(f"{k}: {v}" for k, v in (a.get("first_steps") or {}).items())
+        # when its ranks began (its hosts' start when they never ran), and the step they resumed at when one is known
+        began = a.get(Phase.RUNNING) or a.get("started")
+        when = "-" if began is None else f"{_when(began)} (+{_seconds(began - report.record.created)})"
         rows.append([_e(a.get("attempt")), _e(a.get("cause")), _e(a.get("reason") or ""),
                      _e(a.get("decision")) + (f"<div class='muted'>{_e(a['why'])}</div>" if a.get("why") else ""),
-                     _e(steps), _e(a.get("warning") or "")])
+                     _e(when) + (f"<div class='muted'>step {_e(steps)}</div>" if steps else ""),
+                     _e(a.get("warning") or "")])
     return "<h2>Attempts</h2>" + _table(("attempt", "cause", "reason", "decision", "began at", "warning"), rows)
 
 
@@ -142,17 +151,18 @@ def _timeline(report: JobReport) -> str:
         return max(0.0, min(100.0, (t - start) / span * 100))
 
     phases = []
-    for name, (p0, p1) in r.phases.items():
-        if p0 is None or name == "done":
+    # in time order (job.json keeps them by name): a later phase drawn over an earlier one would hide its label
+    for name, (p0, p1) in sorted(r.phases.items(), key=lambda item: (item[1][0] is None, item[1][0] or 0.0)):
+        if p0 is None or name == Phase.DONE:
             continue
         a, b = left(p0), left(p1 if p1 is not None else end)
         phases.append(f'<div class="seg" title="{_e(name)}: {_e(_seconds((p1 or end) - p0))}" style="left:{a:.2f}%;'
                       f'width:{max(b - a, 0.3):.2f}%;background:{_PHASE_COLOURS.get(name, "#d0d7de")}">'
                       f'{_e(name) if b - a > 8 else ""}</div>')  # a short phase: its name in the tooltip only
     rows = [["job", f'<div class="lane">{"".join(phases)}</div>']]
-    running = (r.phases.get("running") or r.phases.get("starting") or [start, None])[0] or start
+    running = (r.phases.get(Phase.RUNNING) or r.phases.get(Phase.STARTING) or [start, None])[0] or start
     for h in report.hosts:
-        stop = h.ended or (r.phases.get("running") or [None, None])[1] or end
+        stop = h.ended or (r.phases.get(Phase.RUNNING) or [None, None])[1] or end
         ok = h.exit_code == 0 or (h.exit_code is None and not h.failure)
         colour = "#4ac26b" if ok else ("#ffb77c" if (h.failure or {}).get("likely_victim") else "#ff8182")
         a, b = left(running), left(stop)
@@ -162,7 +172,7 @@ def _timeline(report: JobReport) -> str:
                         f'{_e(e.code)} at +{_e(_seconds(e.time - start))}"></div>' for e in h.rank_exits)
         rows.append([_e(h.name), f'<div class="lane">{bar}{ticks}</div>'])
     legend = " ".join(f'<span class="seg-key" style="background:{c}">{_e(n)}</span>'
-                      for n, c in _PHASE_COLOURS.items() if n in r.phases and n != "done")
+                      for n, c in _PHASE_COLOURS.items() if n in r.phases and n != Phase.DONE)
     scale = (f'<div class="muted">0 s … {_e(_seconds(span))} after the job was created. Phases: {legend}. Hosts: '
              "from the start of their training to their failure or last rank's exit; ticks: a rank's exit()</div>")
     return "<h2>Timeline</h2>" + _table(("", "time"), rows, css="timeline") + scale

@@ -7,6 +7,7 @@ from typing import Any
 
 from ...container.hang_detector import Monitor
 from ...container.host_resilience import HostResilience
+from ..api import RunPolicy
 
 # The attempt a host runs (1 for the first): the script may read it, e.g. to log a resumption.
 ATTEMPT_ENV = "SMDIST_ATTEMPT"
@@ -37,13 +38,11 @@ class ResiliencePlan:
         return HostResilience(self.process_restarts, list(self.monitors) if watch_logs else [])
 
 
-def resilience_of(settings: Any) -> ResiliencePlan:
-    """From the validated arguments (a bare plan, settings None: one attempt, no monitoring)."""
-    if settings is None:
-        return ResiliencePlan()
-    r = getattr(settings, "resilience", None)
-    monitors = [Monitor(m.name, m.pattern, m.expected_every_s, m.start_after_s)
-                for m in (r.log_monitoring if r else [])]
-    return ResiliencePlan(max_attempts=settings.max_retry_attempts or 1, retry_on=r.retry_on if r else "curable",
-                          use_spot=bool(settings.use_spot_instances),
-                          monitors=monitors, process_restarts=r.process_restarts if r else 0)
+def resilience_of(source: RunPolicy | Any) -> ResiliencePlan:
+    """What the attempts follow, from the submission's run policy (a bare plan's: one attempt, no monitoring); validated
+    arguments (or None) are read into one first."""
+    policy = source if isinstance(source, RunPolicy) else RunPolicy.of(source)
+    r = policy.resilience
+    monitors = [Monitor(m.name, m.pattern, m.expected_every_s, m.start_after_s) for m in r.log_monitoring]
+    return ResiliencePlan(max_attempts=policy.max_retry_attempts or 1, retry_on=r.retry_on,
+                          use_spot=policy.use_spot_instances, monitors=monitors, process_restarts=r.process_restarts)

@@ -19,6 +19,7 @@ class Cause(str, Enum):
     PREEMPTED = "preempted"                # a spot interruption (SIGTERM to every host)
     STOPPED = "stopped"                    # the user stopped the job
     MAX_RUNTIME = "max_runtime"            # max_run reached
+    LAUNCHER_ERROR = "launcher_error"      # the launcher's side failed (a log consumer: a full jobs folder)
 
     @property
     def curable(self) -> bool:
@@ -48,7 +49,7 @@ def decide(attempt: Attempt, *, max_attempts: int, retry_on: str = "curable",
     cause = attempt.cause
     if cause is Cause.COMPLETED:
         return Decision("finish", "completed")
-    if cause in (Cause.STOPPED, Cause.MAX_RUNTIME):
+    if cause in (Cause.STOPPED, Cause.MAX_RUNTIME, Cause.LAUNCHER_ERROR):
         return Decision("finish", f"{cause.value}: never retried")
     if cause is Cause.PREEMPTED and not use_spot_instances:
         return Decision("finish", "interrupted like a spot instance, but use_spot_instances is off")

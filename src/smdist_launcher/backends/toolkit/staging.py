@@ -6,16 +6,27 @@
 - s3:// channels are downloaded once into <job>/staging/<channel> and linked into every host
   (ShardedByS3Key: each host downloads only its share, straight into its channel folder).
 - Code: source_dir is COPIED into every host's code/ (small, and a host's script may write
-  next to itself, like in a container), skipping caches, VCS folders and the jobs folder."""
+  next to itself, like in a container), skipping caches, VCS folders and the jobs folder.
+
+A host's folder belongs to its job (serve --run-as hands it over), which may have planted links in it on an earlier
+attempt. So nothing is written into it by path: every copy or download is built in a scratch folder of ours beside
+the hosts (same file system), then renamed into its place, and every link is made, relative to the parent folder
+opened without following any link (contract/no_follow.py); whatever the job left in that place is removed first
+(by descriptor: a link is unlinked, never followed)."""
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from functools import partial
+from pathlib import Path, PurePosixPath
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from ...contract import MLPaths
+from ...contract.no_follow import host_anchor, open_dir_nofollow, remove_at
 from ...plan.model import Channel, LaunchPlan
 from ..api import Code, Submission
 from ..storage import s3 as s3io
@@ -35,20 +46,71 @@ def stage_channels(plan: LaunchPlan, hosts: dict[str, MLPaths], staging_dir: Pat
     copies = plan.launcher in _OWN_COPIES_LAUNCHERS
     for name, channel in plan.channels.items():
         loc = parse_location(channel.uri, field=f"inputs.{name}")
-        dests = {h: hosts[h].channel_dir(name) for h in names}
+        dests = {h: _Slot(hosts[h], PurePosixPath("input", "data", name)) for h in names}
         if loc.is_s3:
             _stage_s3(name, channel, loc, dests, staging_dir, copies)
         else:
             _stage_local(name, channel, loc, dests, copies)
 
 
-def _link_or_copy(dest: Path, src: Path, copies: bool) -> None:
-    """`dest` (an empty channel folder) as `src`: a link to it, or with `copies` a copy of its own."""
-    _remove_empty(dest)
+class _Slot:
+    """A place in a host's folder (a path below its /opt/ml), written only through its parent folder's descriptor,
+    opened without following links."""
+
+    def __init__(self, paths: MLPaths, relative: PurePosixPath) -> None:
+        self.root, ml = host_anchor(paths.root)
+        self.relative = PurePosixPath(ml.as_posix(), relative)
+        self.name = self.relative.name
+
+    def clear(self, parent: int) -> None:
+        """Remove what is at the slot: a folder with its contents (by descriptor), a link or a file."""
+        remove_at(parent, self.name)
+
+    def _parent(self) -> int:
+        self.root.mkdir(parents=True, exist_ok=True)  # ours: the folder the job cannot replace
+        return open_dir_nofollow(self.root, self.relative.parent, create=True)
+
+    def put_tree(self, built: Path) -> None:
+        """Move `built` (a folder of ours on the same file system) into the slot."""
+        parent = self._parent()
+        try:
+            self.clear(parent)
+            os.rename(built, self.name, dst_dir_fd=parent)
+        finally:
+            os.close(parent)
+
+    def put_link(self, target: Path) -> None:
+        parent = self._parent()
+        try:
+            self.clear(parent)
+            os.symlink(target, self.name, dir_fd=parent)
+        finally:
+            os.close(parent)
+
+    def scratch(self) -> Path:
+        """A fresh folder of ours beside the hosts' folders (<job>/hosts is ours; the same file system), for building
+        what put_tree moves in."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=".smdist-staging-", dir=self.root.parent))
+
+
+def _build_and_put(slot: _Slot, build: Callable[[Path], object]) -> None:
+    """build(folder) into a scratch folder of ours, then moved into `slot`; the scratch folder never stays."""
+    scratch = slot.scratch()
+    try:
+        built = scratch / "tree"
+        build(built)
+        slot.put_tree(built)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _link_or_copy(dest: _Slot, src: Path, copies: bool) -> None:
+    """`dest` (a channel folder) as `src`: a link to it, or with `copies` a copy of its own."""
     if copies:
-        shutil.copytree(src, dest, symlinks=False)
+        _build_and_put(dest, lambda built: shutil.copytree(src, built, symlinks=False))
     else:
-        dest.symlink_to(src, target_is_directory=True)
+        dest.put_link(src)
 
 
 def _shard(items: list, index: int, count: int) -> list:
@@ -56,15 +118,14 @@ def _shard(items: list, index: int, count: int) -> list:
     return items[index::count]
 
 
-def _stage_local(name: str, channel: Channel, loc: Location, dests: dict[str, Path], copies: bool = False) -> None:
+def _stage_local(name: str, channel: Channel, loc: Location, dests: dict[str, _Slot], copies: bool = False) -> None:
     assert loc.path is not None
     src = loc.path
     if not src.exists():
         raise FileNotFoundError(f"inputs.{name}: {channel.uri} does not exist; create it or fix the path")
     if src.is_file():
         for dest in dests.values():
-            _fresh_dir(dest)
-            (dest / src.name).symlink_to(src)
+            _build_and_put(dest, lambda built: _make_links(built, {src.name: src}))
         return
     if channel.distribution == "FullyReplicated":
         for dest in dests.values():
@@ -72,14 +133,18 @@ def _stage_local(name: str, channel: Channel, loc: Location, dests: dict[str, Pa
         return
     files = sorted(p for p in src.rglob("*") if p.is_file())
     for i, dest in enumerate(dests.values()):
-        _fresh_dir(dest)
-        for f in _shard(files, i, len(dests)):
-            target = dest / f.relative_to(src)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.symlink_to(f)
+        share = {f.relative_to(src).as_posix(): f for f in _shard(files, i, len(dests))}
+        _build_and_put(dest, partial(_make_links, links=share))
 
 
-def _stage_s3(name: str, channel: Channel, loc: Location, dests: dict[str, Path], staging_dir: Path,
+def _make_links(folder: Path, links: dict[str, Path]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for rel, target in links.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).symlink_to(target)
+
+
+def _stage_s3(name: str, channel: Channel, loc: Location, dests: dict[str, _Slot], staging_dir: Path,
               copies: bool = False) -> None:
     s3 = s3io.client()
     objects = s3io.list_objects(s3, loc)
@@ -87,8 +152,8 @@ def _stage_s3(name: str, channel: Channel, loc: Location, dests: dict[str, Path]
         raise FileNotFoundError(f"inputs.{name}: no objects under {channel.uri}; upload the data or fix the URI")
     if channel.distribution == "ShardedByS3Key":
         for i, dest in enumerate(dests.values()):
-            _fresh_dir(dest)
-            s3io.download(s3, loc, _shard(objects, i, len(dests)), dest)
+            share = _shard(objects, i, len(dests))
+            _build_and_put(dest, partial(_download, s3, loc, share))
         return
     shared = staging_dir / name
     shared.mkdir(parents=True, exist_ok=True)
@@ -97,17 +162,9 @@ def _stage_s3(name: str, channel: Channel, loc: Location, dests: dict[str, Path]
         _link_or_copy(dest, shared, copies)
 
 
-def _remove_empty(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
-        path.rmdir()  # write_host_config made it empty; anything else here is a bug worth seeing
-
-
-def _fresh_dir(path: Path) -> None:
-    if path.is_symlink():
-        path.unlink()
-    path.mkdir(parents=True, exist_ok=True)
+def _download(s3: Any, loc: Location, objects: list[tuple[str, PurePosixPath]], folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    s3io.download(s3, loc, objects, folder)
 
 
 def local_code_source(plan: LaunchPlan) -> Path | None:
@@ -181,28 +238,34 @@ def with_checkpoint_folder(plan: LaunchPlan, base_dir: str | None = None) -> Lau
 
 def stage_code(code: LocalCode | Path | None, hosts: dict[str, MLPaths], keep_out: Path) -> None:
     """Copy the code into each host's code/, then each dependency under its base name. No source (s3://) is left
-    to the runtime, which unpacks sagemaker_submit_directory itself."""
+    to the runtime, which unpacks sagemaker_submit_directory itself. Built in a scratch folder of ours and moved
+    into each host's folder (a fresh code/ each attempt, like the source folder was)."""
     if not isinstance(code, LocalCode):
         code = LocalCode(code)
-    _stage_source(code.source, hosts, keep_out)
+    if code.source is None and not code.dependencies:
+        return
+    for paths in hosts.values():
+        _build_and_put(_Slot(paths, PurePosixPath("code")), lambda built: _build_code(code, built, keep_out))
+
+
+def _build_code(code: LocalCode, built: Path, keep_out: Path) -> None:
+    _copy_source(code.source, built, keep_out)
+    built.mkdir(parents=True, exist_ok=True)
     for dependency in code.dependencies:
-        for paths in hosts.values():
-            paths.code_dir.mkdir(parents=True, exist_ok=True)
-            target = paths.code_dir / dependency.name
-            if dependency.is_dir():
-                shutil.copytree(dependency, target, ignore=shutil.ignore_patterns(*_CODE_IGNORE), symlinks=True,
-                                dirs_exist_ok=True)
-            else:
-                shutil.copy2(dependency, target)
+        target = built / dependency.name
+        if dependency.is_dir():
+            shutil.copytree(dependency, target, ignore=shutil.ignore_patterns(*_CODE_IGNORE), symlinks=True,
+                            dirs_exist_ok=True)
+        else:
+            shutil.copy2(dependency, target)
 
 
-def _stage_source(source: Path | None, hosts: dict[str, MLPaths], keep_out: Path) -> None:
+def _copy_source(source: Path | None, built: Path, keep_out: Path) -> None:
     if source is None:
         return
     if source.is_file():
-        for paths in hosts.values():
-            paths.code_dir.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, paths.code_dir / source.name)
+        built.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, built / source.name)
         return
     if not source.is_dir():
         raise FileNotFoundError(f"source_dir: {source} does not exist")
@@ -215,7 +278,4 @@ def _stage_source(source: Path | None, hosts: dict[str, MLPaths], keep_out: Path
         skipped.update(n for n in names if Path(folder, n).resolve() == keep_out)
         return skipped
 
-    for paths in hosts.values():
-        if paths.code_dir.exists():
-            shutil.rmtree(paths.code_dir)
-        shutil.copytree(source, paths.code_dir, ignore=ignore, symlinks=True)
+    shutil.copytree(source, built, ignore=ignore, symlinks=True)

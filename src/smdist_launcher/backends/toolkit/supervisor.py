@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from .records import COMPLETED, FAILED, MAX_RUNTIME_EXCEEDED, STOPPED
 
 LineSink = Callable[[str, bytes], None]
 POLL_S = 0.05
+MAX_LINE_BYTES = 1 << 20  # the longest piece of a host's output read at once (a longer line comes in pieces)
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,8 @@ class Supervisor:
 
     def _pump(self, host: str, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None
-        for line in iter(proc.stdout.readline, b""):
+        # Bounded: a host that writes without a newline (root reads it under --run-as) arrives in pieces.
+        for line in iter(partial(proc.stdout.readline, MAX_LINE_BYTES), b""):
             self.on_line(host, line)
         proc.stdout.close()
 

@@ -10,14 +10,16 @@ from typing import Any
 
 from ...errors import ErrorItem
 from ..catalog import is_local
+from ..container_paths import checkpoint_local_path_problem
 from ..error_items import item, join_path, show
 from .context import RuleContext
 
-_JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d{1,2}$")
-_ROLE = re.compile(r"^(arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}|[\w+=,.@-]{1,64})$")
-_S3 = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+# Matched with fullmatch: `re.match` with `$` lets a trailing newline through ("job\n").
+_JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_REGION = re.compile(r"[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d{1,2}")
+_ROLE = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}|[\w+=,.@-]{1,64}")
+_S3 = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?")
 DEFAULT_MAX_RUN = 86400
 # CreateTrainingJob's limits (its service model: HyperParameters, TrainingEnvironmentMap). Local runs keep them too:
 # a plan that runs here must run there, and argv / environ cannot carry NUL characters anywhere.
@@ -39,14 +41,21 @@ _UNSUPPORTED = {
 
 
 def job_name_problem(name: str) -> str | None:
-    if _JOB_NAME.match(name):
+    if _JOB_NAME.fullmatch(name):
         return None
     return ("must be 1-63 letters, digits and hyphens, starting and ending with a letter or digit "
             f"(SageMaker's job-name rule), got {name!r}")
 
 
+def s3_uri_problem(uri: str) -> str | None:
+    """What is wrong with `uri` as an S3 location (None: nothing): s3://<bucket>/<key>, a lower-case bucket name."""
+    if _S3.fullmatch(uri):
+        return None
+    return "must be an s3://<bucket>/<prefix> URI with a lower-case bucket name (no https://, file:// or path)"
+
+
 def region_problem(region: str) -> str | None:
-    if _REGION.match(region):
+    if _REGION.fullmatch(region):
         return None
     return f"must be an AWS region such as 'us-west-2', got {show(region)}"
 
@@ -112,7 +121,7 @@ def _environment(ctx: RuleContext) -> Iterator[ErrorItem]:
         yield item("environment", f"{len(environment)} variables; SageMaker allows at most {MAX_ENVIRONMENT}")
     for key, value in environment.items():
         path = join_path("environment", key)
-        if not _ENV_NAME.match(key):
+        if not _ENV_NAME.fullmatch(key):
             yield item(path, "environment variable names are letters, digits and '_', not starting with a digit", key)
         elif len(key) > MAX_ENVIRONMENT_KEY:
             yield item(path, f"the name has {len(key)} characters; SageMaker allows at most {MAX_ENVIRONMENT_KEY}")
@@ -129,7 +138,7 @@ def _checkpoint_uri(uri: str, remote_type: str | None) -> Iterator[ErrorItem]:
     as SageMaker does with S3."""
     key = "checkpoint_s3_uri"
     if uri.startswith("s3://"):
-        if not _S3.match(uri):
+        if not _S3.fullmatch(uri):
             yield item(key, "must be an s3://<bucket>/<prefix> URI with a lower-case bucket name", uri)
         return
     scheme = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://", uri)
@@ -152,10 +161,10 @@ def _uris(ctx: RuleContext) -> Iterator[ErrorItem]:
             if ctx.instance_type is not None and not local:
                 yield item("output_path", "file:// output paths work only with local instance types; use an s3:// URI",
                            args.output_path)
-        elif not _S3.match(args.output_path):
+        elif not _S3.fullmatch(args.output_path):
             yield item("output_path", "must be an s3://<bucket>/<prefix> URI (or file://<dir> in local mode)",
                        args.output_path)
-    if args.code_location is not None and not _S3.match(args.code_location):
+    if args.code_location is not None and not _S3.fullmatch(args.code_location):
         yield item("code_location", "must be an s3://<bucket>/<prefix> URI with a lower-case bucket name",
                    args.code_location)
     if args.checkpoint_s3_uri is not None:
@@ -163,10 +172,11 @@ def _uris(ctx: RuleContext) -> Iterator[ErrorItem]:
         types = [args.instance_type] if args.instance_type else [g.instance_type for g in args.instance_groups or []]
         remote = next((t for t in types if t and not is_local(t)), None)
         yield from _checkpoint_uri(args.checkpoint_s3_uri, remote)
-    if args.checkpoint_local_path is not None and not args.checkpoint_local_path.startswith("/"):
-        yield item("checkpoint_local_path", "must be an absolute path inside the container, e.g. /opt/ml/checkpoints",
-                   args.checkpoint_local_path)
-    if args.model_uri is not None and not (_S3.match(args.model_uri) or args.model_uri.startswith("file://")):
+    local_path = args.checkpoint_local_path
+    problem = checkpoint_local_path_problem(local_path) if local_path is not None else None
+    if problem:
+        yield item("checkpoint_local_path", problem, local_path)
+    if args.model_uri is not None and not (_S3.fullmatch(args.model_uri) or args.model_uri.startswith("file://")):
         yield item("model_uri", "must be an s3:// URI (or file:// in local mode)", args.model_uri)
 
 
@@ -179,7 +189,7 @@ def _names(ctx: RuleContext) -> Iterator[ErrorItem]:
     region = region_problem(args.region) if args.region is not None else None
     if region:
         yield item("region", region, args.region)
-    if args.role is not None and not _ROLE.match(args.role):
+    if args.role is not None and not _ROLE.fullmatch(args.role):
         yield item("role", "must be an IAM role ARN (arn:aws:iam::<account>:role/<name>) or a role name", args.role)
 
 

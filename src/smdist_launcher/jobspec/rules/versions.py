@@ -11,7 +11,7 @@ from ..error_items import item
 from ..estimator_args import HuggingFaceArgs
 from .context import RuleContext
 
-_PY = re.compile(r"^py3\d*$")
+_PY = re.compile(r"py3\d*")  # fullmatched: no trailing newline
 
 # (base framework, strategy) → minimum framework version and why
 _MINIMUM: dict[tuple[str, str], tuple[str, str]] = {
@@ -78,7 +78,7 @@ def _formats(ctx: RuleContext) -> Iterator[ErrorItem]:
         value = getattr(args, key)
         if value is not None and not versions.is_version(value):
             yield item(key, f"must be a version like '2.3' or '2.3.1', got {value!r}", value)
-    if args.py_version is not None and not _PY.match(args.py_version):
+    if args.py_version is not None and not _PY.fullmatch(args.py_version):
         why = "Python 2 is not supported" if args.py_version.startswith("py2") else "expected 'py3' or 'py3<minor>'"
         yield item("py_version", f"{why}; use e.g. 'py311' (got {args.py_version!r})", args.py_version)
 

@@ -41,9 +41,11 @@ class V1State:
                                "it first")
         key = (id(self.optimizer), getattr(self.model, "partitioned", False))
         if self._tp_name_to_index is None or self._tp_maps_key != key:
-            from .comm import CommGroup, allgather  # comm imports this module
+            import torch.distributed as dist  # here: the state is read before torch.distributed is needed
 
-            gathered = allgather(self.optimizer.param_name_to_index(), CommGroup.TP_GROUP)
+            tp = self.topo().group("tp")  # comm's TP_GROUP (comm reads this state: gathered here, without it)
+            gathered: list[Any] = [None] * dist.get_world_size(tp)
+            dist.all_gather_object(gathered, self.optimizer.param_name_to_index(), group=tp)
             self._tp_name_to_index = gathered
             self._tp_index_to_name = [{index: name for name, index in m.items()} for m in gathered]
             self._tp_maps_key = key

@@ -42,7 +42,7 @@ def parse_s3_uri(uri: Any) -> tuple[str, str]:
     if not isinstance(text, str) or not text.startswith("s3://"):
         raise ValueError(f"S3 checkpoint_id {uri!r} is not an s3:// URI; pass s3://<bucket>/<prefix>")
     bucket, _, key = text[len("s3://"):].partition("/")
-    if not _BUCKET_NAME.match(bucket) or ".." in bucket:
+    if not _BUCKET_NAME.fullmatch(bucket) or ".." in bucket:
         raise ValueError(f"S3 checkpoint_id {text!r}: bucket name {bucket!r} is not a valid S3 bucket name "
                          "(3-63 characters: lowercase letters, digits, '.', '-'); pass s3://<bucket>/<prefix>")
     key = key.strip("/")

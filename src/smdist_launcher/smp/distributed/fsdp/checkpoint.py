@@ -4,6 +4,7 @@ small extra values, over the process groups SMP scripts pass as ``(process_group
 Sharded checkpoints are DCP folders written by one replica (the action ranks) over its shard group and read by
 every replica; the model/optimizer state dicts come from ``torch.distributed.checkpoint.state_dict`` (which
 also initializes empty optimizer state before loading). Full checkpoints are one ``torch.save`` file on rank 0.
+FSDP1 over tsm.transform's local TP pieces: local_tp_checkpoint.py.
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 from torch.distributed.fsdp import StateDictType
+
+from . import local_tp_checkpoint as local_tp
 
 EXPORT_KEY_MODEL = "model"
 EXPORT_KEY_OPTIMIZER = "optimizer"
@@ -49,10 +52,15 @@ def save_model_checkpoint(model: nn.Module, state_dict_type: StateDictType, path
                           extra_exports: dict[str, Any] | None = None) -> None:
     """Write ``path``: a DCP folder (SHARDED_STATE_DICT) or ``path/model.pt`` from rank 0 (FULL_STATE_DICT)."""
     path = os.fspath(path)
+    split_tp = local_tp.uses_local_tp(model)
     if state_dict_type == StateDictType.FULL_STATE_DICT:
-        # FSDP1's offload_to_cpu on tensors already in host memory crashes (use-after-free in its clone path)
-        options = StateDictOptions(full_state_dict=True, cpu_offload=torch.cuda.is_available())
+        # FSDP1's offload_to_cpu on tensors already in host memory crashes (use-after-free in its clone path);
+        # with local TP pieces every rank needs its full-per-TP-rank copy to gather the whole tensors
+        options = StateDictOptions(full_state_dict=True, cpu_offload=torch.cuda.is_available() and not split_tp)
         model_sd, optim_sd = get_state_dict(model, _optimizers(optimizer), options=options)
+        if split_tp:
+            local_tp.gather_full(model, model_sd, optim_sd)
+            model_sd = {k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in model_sd.items()}
         if dist.get_rank() == 0:
             os.makedirs(path, exist_ok=True)
             payload: dict[str, Any] = {EXPORT_KEY_MODEL: model_sd, EXPORT_KEY_IDENTITY: dict(extra_exports or {})}
@@ -67,6 +75,9 @@ def save_model_checkpoint(model: nn.Module, state_dict_type: StateDictType, path
         raise ValueError(f"smp checkpoint: state_dict_type {state_dict_type} is not supported; use "
                          "StateDictType.SHARDED_STATE_DICT or StateDictType.FULL_STATE_DICT")
     group, _, action = _metadata(model, pg_metadata)
+    if split_tp:  # one folder per TP rank, over its FSDP group
+        path = local_tp.rank_folder(path)
+        group, action = local_tp.dcp_group(model, pg_metadata)
     model_sd, optim_sd = get_state_dict(model, _optimizers(optimizer))
     payload = {EXPORT_KEY_MODEL: model_sd, EXPORT_KEY_IDENTITY: dict(extra_exports or {})}
     if optimizer is not None:
@@ -85,8 +96,14 @@ def load_model_checkpoint(model: nn.Module, state_dict_type: StateDictType, path
     """Load what :func:`save_model_checkpoint` wrote into ``model`` (and optimizer, scheduler), in place;
     returns ``{EXPORT_KEY_MODEL: model, ..., EXPORT_KEY_IDENTITY: the extra values}``."""
     path = os.fspath(path)
+    split_tp = local_tp.uses_local_tp(model)
     optimizers = _optimizers(optimizer)
     if state_dict_type == StateDictType.FULL_STATE_DICT:
+        if split_tp:
+            raise NotImplementedError(
+                "smp checkpoint: loading a FULL_STATE_DICT into FSDP1 over tensor-parallel pieces is not supported "
+                "by this runtime; resume from a SHARDED_STATE_DICT checkpoint (one folder per TP rank), or load the "
+                "full model.pt into the model before tsm.transform/FSDP")
         payload = torch.load(os.path.join(path, FULL_CHECKPOINT_FILE), map_location="cpu", weights_only=False)
         set_state_dict(model, optimizers, model_state_dict=payload[EXPORT_KEY_MODEL],
                        optim_state_dict=payload.get(EXPORT_KEY_OPTIMIZER, {}),
@@ -95,6 +112,9 @@ def load_model_checkpoint(model: nn.Module, state_dict_type: StateDictType, path
         sched = payload.get(EXPORT_KEY_SCHEDULER)
     else:
         group, _, _ = _metadata(model, pg_metadata)
+        if split_tp:
+            path = local_tp.rank_folder(path)
+            group, _ = local_tp.dcp_group(model, pg_metadata)
         model_sd, optim_sd = get_state_dict(model, optimizers)
         payload = {EXPORT_KEY_MODEL: model_sd, EXPORT_KEY_IDENTITY: dict(extra_imports or {})}
         if optimizer is not None:

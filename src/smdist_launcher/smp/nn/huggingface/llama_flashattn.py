@@ -173,6 +173,11 @@ class LlamaFlashAttention(nn.Module):
         for later_name in ("past_key_values", "cache"):  # later transformers' names for the same argument
             if past_key_value is None:
                 past_key_value = kwargs.pop(later_name, None)
+        if self.training and torch.is_grad_enabled() and past_key_value is not None and hasattr(past_key_value,
+                                                                                                  "update"):
+            # A training step reads no cache, and activation checkpointing's recompute would append to the
+            # model's per-step Cache a second time (other shapes than the forward saved).
+            past_key_value = None
         bsz, q_len, _ = hidden_states.shape
         # -1 heads: under tensor parallelism the projections return this rank's heads only.
         q = self.q_proj(hidden_states).view(bsz, q_len, -1, self.head_dim).transpose(1, 2)

@@ -1,0 +1,283 @@
+"""Tensor parallelism with plain local tensors inside the blocks: DTensor only for the parameters.
+
+``tsm.transform`` shards each projection's parameters as DTensors on the TP mesh (so FSDP2, DCP checkpoints
+and ``clip_grad_norm_`` see where each piece belongs) and swaps the module's class for one whose forward takes
+the local shards and runs plain matmuls with one explicit collective per boundary (Megatron-LM's layout):
+
+- column-parallel projections (q/k/v, MLP up/gate): weight and bias sharded on the output dimension;
+- row-parallel projections (attention output, MLP down): weight sharded on the input dimension, the partial
+  outputs summed (all-reduce; with sequence parallelism reduce-scattered over the sequence);
+- sequence parallelism: the residual stream between blocks is split over the sequence; each block norm runs on
+  its chunk and all-gathers its output; norm weights get their gradients summed over the TP ranks;
+  the first block splits its input and the last block gathers its output, so masks, positions, the final norm
+  and the loss see the whole sequence as the model's own code expects;
+- vocabulary-parallel embedding and LM head (rows of the vocabulary per rank; logits all-gathered).
+
+The host runs a handful of Python calls per block instead of DTensor's dispatch and redistribution per op.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import DTensor, Shard, distribute_tensor
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel
+
+from .collectives import CopyToTP, GatherFromSP, GatherToReplicated, ReduceFromTP, ReduceScatterToSP, SplitToSP
+
+SEQ_DIM = 1  # batch-first activations (Hugging Face, torchtitan)
+TP_ATTR = "_smp_tp"
+
+
+class TPInfo:
+    """What a swapped module's forward needs; shared by reference (deepcopy keeps the process group)."""
+
+    def __init__(self, group: Any, rank: int, size: int, sp: bool, copy_input: bool = False) -> None:
+        self.group, self.rank, self.size, self.sp, self.copy_input = group, rank, size, sp, copy_input
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TPInfo:
+        return self
+
+
+def local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+def _info(module: nn.Module) -> TPInfo:
+    return getattr(module, TP_ATTR)
+
+
+def _col_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    info = _info(self)
+    if info.copy_input:
+        x = CopyToTP.apply(x, info.group)
+    return F.linear(x, local(self.weight), None if self.bias is None else local(self.bias))
+
+
+def _row_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    info = _info(self)
+    y = F.linear(x, local(self.weight))
+    y = ReduceScatterToSP.apply(y, SEQ_DIM, info.group) if info.sp else ReduceFromTP.apply(y, info.group)
+    if self.bias is not None:
+        bias = local(self.bias)
+        # With sequence parallelism each rank adds the bias to its chunk only: its gradient is partial.
+        y = y + (CopyToTP.apply(bias, info.group) if info.sp else bias)
+    return y
+
+
+def _head_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    info = _info(self)
+    x = CopyToTP.apply(x, info.group)
+    y = F.linear(x, local(self.weight), None if self.bias is None else local(self.bias))
+    return GatherToReplicated.apply(y, y.dim() - 1, info.group)
+
+
+def _embedding_forward(self: nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
+    info = _info(self)
+    w = local(self.weight)
+    start = info.rank * w.shape[0]
+    outside = (ids < start) | (ids >= start + w.shape[0])
+    pad = self.padding_idx
+    pad_local = pad - start if pad is not None and start <= pad < start + w.shape[0] else None
+    out = F.embedding((ids - start).masked_fill(outside, 0), w, pad_local, self.max_norm, self.norm_type,
+                      self.scale_grad_by_freq, self.sparse)
+    return ReduceFromTP.apply(out.masked_fill(outside.unsqueeze(-1), 0), info.group)
+
+
+_PARAM_NAMES = ("weight", "bias")
+
+
+def _swap_tensor(module: nn.Module, name: str, value: torch.Tensor | None) -> tuple[str, Any]:
+    """Put ``value`` where ``module.name`` is read from (FSDP keeps parameters in _parameters or, for FSDP1's flat
+    views, in __dict__); returns what to restore. An instance attribute shadows _parameters: FSDP1 with
+    use_orig_params puts the unsharded views in __dict__ for the forward while _parameters keeps the sharded
+    Parameter, so __dict__ is looked at first."""
+    if name not in module.__dict__ and name in module._parameters:
+        old = module._parameters[name]
+        module._parameters[name] = value  # type: ignore[assignment]
+        return "p", old
+    old = module.__dict__.get(name)
+    module.__dict__[name] = value
+    return "d", old
+
+
+def _restore(module: nn.Module, name: str, saved: tuple[str, Any]) -> None:
+    where, old = saved
+    if where == "p":
+        module._parameters[name] = old
+    elif old is None:
+        module.__dict__.pop(name, None)
+    else:
+        module.__dict__[name] = old
+
+
+def _sp_norm_forward(base: type[nn.Module], self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    info = _info(self)
+    saved = []
+    for name in _PARAM_NAMES:
+        t = getattr(self, name, None)
+        if isinstance(t, torch.Tensor):
+            # The norm sees this rank's chunk of the sequence: its parameters' gradients are partial sums.
+            saved.append((name, _swap_tensor(self, name, CopyToTP.apply(local(t), info.group))))
+    try:
+        out = base.forward(self, *args, **kwargs)
+    finally:
+        for name, old in reversed(saved):
+            _restore(self, name, old)
+    return GatherFromSP.apply(out, SEQ_DIM, info.group)
+
+
+_CLASSES: dict[tuple[type[nn.Module], str], type[nn.Module]] = {}
+
+
+def _swapped_class(base: type[nn.Module], role: str) -> type[nn.Module]:
+    cls = _CLASSES.get((base, role))
+    if cls is None:
+        cls = _CLASSES[(base, role)] = _make_class(base, role)
+    return cls
+
+
+def _make_class(base: type[nn.Module], role: str) -> type[nn.Module]:
+    forwards: dict[str, Callable[..., Any]] = {"col": _col_forward, "row": _row_forward, "head": _head_forward,
+                                               "embed": _embedding_forward}
+    if role == "sp_norm":
+        def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+            return _sp_norm_forward(base, self, *args, **kwargs)
+    else:
+        forward = forwards[role]
+    return type(f"TP{role.capitalize()}{base.__name__}", (base,), {"forward": forward, "_smp_tp_role": role})
+
+
+def _set_role(module: nn.Module, role: str, info: TPInfo) -> None:
+    module.__class__ = _swapped_class(type(module), role)
+    setattr(module, TP_ATTR, info)
+
+
+def _hidden_arg(args: tuple[Any, ...], kwargs: dict[str, Any], fn: Callable[[torch.Tensor], torch.Tensor],
+                where: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if args and isinstance(args[0], torch.Tensor):
+        return (fn(args[0]), *args[1:]), kwargs
+    for key in ("hidden_states", "x", "hidden_state", "input"):
+        if isinstance(kwargs.get(key), torch.Tensor):
+            return args, {**kwargs, key: fn(kwargs[key])}
+    raise RuntimeError(f"smp: tensor parallelism found no hidden-states tensor among the inputs of {where}")
+
+
+def _first_output(output: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    if isinstance(output, tuple):
+        return (fn(output[0]), *output[1:])
+    return fn(output)
+
+
+class _Sharder:
+    """Replaces parameters with TP-sharded DTensors, reusing one replacement for tied parameters."""
+
+    def __init__(self, mesh: DeviceMesh) -> None:
+        self.mesh = mesh
+        self.done: dict[int, nn.Parameter] = {}
+
+    def shard(self, module: nn.Module, name: str, dim: int) -> None:
+        p = module._parameters.get(name)
+        if p is None:
+            return
+        new = self.done.get(id(p))
+        if new is None:
+            new = nn.Parameter(distribute_tensor(p.detach(), self.mesh, [Shard(dim)]), requires_grad=p.requires_grad)
+            self.done[id(p)] = new
+        module.register_parameter(name, new)
+
+
+def _block_of(name: str, blocks: list[str]) -> str | None:
+    return next((b for b in blocks if name.startswith(b + ".")), None)
+
+
+def apply(model: nn.Module, styles: dict[str, Any], blocks: list[str], sequence_parallel: bool,
+          mesh: DeviceMesh) -> bool:
+    """Parallelize ``model`` in place after an inferred plan; returns whether sequence parallelism is on."""
+    group, rank, size = mesh.get_group(), mesh.get_local_rank(), mesh.size()
+    sp_norms = [n for n, s in styles.items() if isinstance(s, SequenceParallel) and _block_of(n, blocks)]
+    # Sequence parallelism needs every block's attention/MLP input to come out of a norm we gather.
+    sp = sequence_parallel and bool(blocks) and "" not in blocks and len(sp_norms) >= len(blocks)
+    sharder = _Sharder(mesh)
+    copy_parents: set[str] = set()
+    for name, style in styles.items():
+        mod = model.get_submodule(name)
+        block = _block_of(name, blocks)
+        if isinstance(style, ColwiseParallel) and isinstance(mod, nn.Linear):
+            sharder.shard(mod, "weight", 0)
+            sharder.shard(mod, "bias", 0)
+            if block is None and blocks:
+                _set_role(mod, "head", TPInfo(group, rank, size, sp))
+            else:
+                parent = name.rpartition(".")[0]
+                in_module = block is not None and parent != block
+                if in_module and not sp:
+                    copy_parents.add(parent)
+                _set_role(mod, "col", TPInfo(group, rank, size, sp, copy_input=not in_module))
+        elif isinstance(style, RowwiseParallel) and isinstance(mod, nn.Embedding):
+            if mod.num_embeddings % size:
+                continue  # stays replicated
+            sharder.shard(mod, "weight", 0)
+            _set_role(mod, "embed", TPInfo(group, rank, size, sp))
+        elif isinstance(style, RowwiseParallel) and isinstance(mod, nn.Linear):
+            sharder.shard(mod, "weight", 1)
+            _set_role(mod, "row", TPInfo(group, rank, size, sp and block is not None))
+        elif isinstance(style, SequenceParallel) and sp and block is not None:
+            _set_role(mod, "sp_norm", TPInfo(group, rank, size, sp))
+    for parent in sorted(copy_parents):
+        info = TPInfo(group, rank, size, sp)
+        mod = model.get_submodule(parent)
+        mod.register_forward_pre_hook(
+            functools.partial(_copy_input_hook, info, parent), with_kwargs=True)
+    if sp:
+        info = TPInfo(group, rank, size, sp)
+        model.get_submodule(blocks[0]).register_forward_pre_hook(
+            functools.partial(_split_input_hook, info, blocks[0]), with_kwargs=True)
+        model.get_submodule(blocks[-1]).register_forward_hook(functools.partial(_gather_output_hook, info))
+    # A tied LM head (its weight is the embedding's): the head's role keeps the tie (same sharded parameter).
+    return sp
+
+
+def _copy_input_hook(info: TPInfo, where: str, module: nn.Module, args: tuple[Any, ...],
+                     kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return _hidden_arg(args, kwargs, lambda t: CopyToTP.apply(t, info.group), where)
+
+
+def _split_input_hook(info: TPInfo, where: str, module: nn.Module, args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return _hidden_arg(args, kwargs, lambda t: SplitToSP.apply(t, SEQ_DIM, info.group), where)
+
+
+def _gather_output_hook(info: TPInfo, module: nn.Module, args: tuple[Any, ...], output: Any) -> Any:
+    return _first_output(output, lambda t: GatherToReplicated.apply(t, SEQ_DIM, info.group))
+
+
+_SHARDED_PARAMS = {"col": ("weight", "bias"), "head": ("weight", "bias"), "row": ("weight",), "embed": ("weight",)}
+
+
+def is_tp_sharded(module: nn.Module, name: str) -> bool:
+    """Whether ``module.name`` holds a different piece on each TP rank (else it is the same on all of them)."""
+    return name in _SHARDED_PARAMS.get(getattr(type(module), "_smp_tp_role", ""), ())
+
+
+def local_tp_modules(model: nn.Module) -> list[nn.Module]:
+    return [m for m in model.modules() if hasattr(m, TP_ATTR)]
+
+
+def to_local_parameters(model: nn.Module) -> None:
+    """Replace the TP DTensor parameters of swapped modules by plain parameters holding the local shard (what FSDP1
+    flattens: it handles plain tensors on any device, meta included, the same way with or without TP)."""
+    done: dict[int, nn.Parameter] = {}
+    for mod in local_tp_modules(model):
+        for name, p in list(mod._parameters.items()):
+            if isinstance(p, DTensor):
+                new = done.get(id(p))
+                if new is None:
+                    new = nn.Parameter(p.to_local().detach(), requires_grad=p.requires_grad)
+                    done[id(p)] = new
+                mod._parameters[name] = new

@@ -1,0 +1,82 @@
+"""The native backend's build-or-fall-back contract and its codes shared with C++ (CPU, no build)."""
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from smdist_launcher.smddp import native_backend, routing
+
+
+@pytest.fixture
+def fresh_loader(monkeypatch, tmp_path):
+    monkeypatch.setattr(native_backend, "_module", None)
+    monkeypatch.setattr(native_backend, "_reason", None)
+    monkeypatch.setenv("SMDDP_NATIVE_CACHE", str(tmp_path / "cache"))
+    return monkeypatch
+
+
+def test_a_failed_build_falls_back_with_one_clear_message(fresh_loader, caplog) -> None:
+    """No working compiler: load() returns None, says why once, and the Python group serves."""
+    fresh_loader.setenv("CXX", "/nonexistent/c++")
+    with caplog.at_level(logging.WARNING, logger="smdist_launcher.smddp"):
+        assert native_backend.load() is None
+        assert native_backend.load() is None  # cached decision: no second build, no second message
+    reason = native_backend.unavailable_reason()
+    assert reason
+    messages = [r.getMessage() for r in caplog.records if "native backend unavailable" in r.getMessage()]
+    assert len(messages) == 1 and "using the Python process group" in messages[0]
+
+
+def test_the_backend_can_be_turned_off(fresh_loader) -> None:
+    fresh_loader.setenv("SMDDP_NATIVE_BACKEND", "0")
+    assert native_backend.load() is None
+    assert native_backend.unavailable_reason() == "RuntimeError: SMDDP_NATIVE_BACKEND=0"
+
+
+def test_without_cuda_the_creator_keeps_the_python_group(fresh_loader) -> None:
+    import datetime
+
+    import torch.distributed as dist
+
+    from smdist_launcher.smddp.process_group import SmddpProcessGroup, create_smddp_process_group
+
+    fresh_loader.setattr("torch.cuda.is_available", lambda: False)
+    store = dist.HashStore()
+    pg = create_smddp_process_group(store, 0, 1, datetime.timedelta(seconds=30))
+    try:
+        assert isinstance(pg, SmddpProcessGroup)
+        assert native_backend.unavailable_reason() is None  # no build was even tried
+    finally:
+        pg.shutdown()
+
+
+def test_route_codes_match_the_cpp_enums() -> None:
+    """routing.py and smddp_backend.cpp agree on what each code means."""
+    src = native_backend.source_path()
+    assert src is not None
+    text = Path(src).read_text()
+    enums = dict(re.findall(r"k(\w+) = (\d+)", text))
+    assert {name: int(enums[cpp]) for name, cpp in (("nccl", "Nccl"), ("ce", "Ce"), ("one_shot", "OneShot"),
+                                                    ("two_shot", "TwoShot"))} == routing.NATIVE_PATH_CODES
+    assert {name: int(enums[cpp]) for name, cpp in (("all_reduce", "AllReduce"), ("all_gather", "AllGather"),
+                                                    ("reduce_scatter", "ReduceScatter"))} == routing.NATIVE_COLL_CODES
+
+
+def test_native_routes_for_the_cpp_backend() -> None:
+    codes = routing.native_route_codes(routing.Router(native=True), 2)
+    ar = [(limit, path) for coll, limit, path in codes if coll == routing.NATIVE_COLL_CODES["all_reduce"]]
+    assert ar and ar == sorted(ar)
+    assert routing.Router(native=True).choose("all_reduce", 2, 8 * routing.KiB) in ("one_shot", "two_shot")
+    assert routing.Router().choose("all_reduce", 2, 8 * routing.KiB) == "nccl"  # the Python group: NCCL
+    assert routing.native_route_codes(routing.Router(native=True), 3) == []
+
+
+def test_gpu_model_routes_override_the_default_table() -> None:
+    h100 = routing.Router(native=True, gpu="NVIDIA H100 80GB HBM3")
+    other = routing.Router(native=True, gpu="NVIDIA H200")
+    assert h100.choose("all_gather", 2, 128 * routing.MiB) == "ce"
+    assert h100.choose("all_gather", 2, 1 * routing.GiB) == "nccl"  # copy engines lost there on H100
+    assert other.choose("all_gather", 2, 1 * routing.GiB) == "ce"
