@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ErrorItem, ValidationError
 from .console import show
 from .job_loading import EXIT_DIFFERS, EXIT_OK, LoadedJob, load_or_report, report_invalid
+from .kubernetes_flags import FLAVOURS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..plan.model import LaunchPlan
@@ -47,7 +48,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--region", help="with --dryrun --backend sagemaker: the AWS region to fill in (default: the job "
                                     "file's region)")
     p.add_argument("--slurm", action="store_true", help="the same as --dryrun --backend slurm")
-    p.add_argument("--flavour", choices=("trainjob", "jobset", "hyperpod", "job"),
+    p.add_argument("--flavour", choices=FLAVOURS,
                    help="with --dryrun --backend kubernetes: the objects to render (default: trainjob)")
     p.add_argument("--wire", choices=("smdist", "v3"), default="smdist",
                    help="with --request: the request's shape, smdist (what submit sends; default) or v3 (what "

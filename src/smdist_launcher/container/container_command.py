@@ -89,10 +89,8 @@ def command_env(env: dict[str, str], shim_dir: Path) -> dict[str, str]:
     if real is not None:
         write_shim(shim_dir)
         out[REAL_NVIDIA_SMI_ENV] = real
-        first.insert(0, str(shim_dir))
     # torchrun whose rendezvous store outlives every agent's exit barrier (container/torchrun_agent.py), first
     write_torchrun_shim(shim_dir)
-    if str(shim_dir) not in first:
-        first.insert(0, str(shim_dir))
+    first.insert(0, str(shim_dir))
     out["PATH"] = _path_with(first, out.get("PATH", os.defpath))
     return out

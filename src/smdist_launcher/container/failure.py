@@ -71,7 +71,6 @@ _NCCL_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: Work
 # A rank ended by these was stopped or killed from outside (the OOM killer, a lost node, a stop): a retry may cure it.
 # Any other signal is the process's own doing: SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL are crashes.
 OUTSIDE_SIGNALS = frozenset({"SIGKILL", "SIGTERM"})
-CRASH_SIGNALS = frozenset({"SIGSEGV", "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL"})
 
 
 def exception_of(lines: list[str]) -> tuple[str, str] | None:

@@ -49,15 +49,19 @@ def filter_listing(listing: str, visible: list[str] | None) -> str:
     return "".join(f"{line}\n" for line in out)
 
 
-def write_shim(folder: Path) -> Path:
-    """`folder/nvidia-smi`, running this module with the interpreter that runs smdist-train."""
+def write_module_shim(folder: Path, command: str, module: str) -> Path:
+    """`folder/command`: `python -m module` with the interpreter that runs smdist-train."""
     folder.mkdir(parents=True, exist_ok=True)
-    shim = folder / "nvidia-smi"
-    module = __spec__.name if __spec__ else __name__
+    shim = folder / command
     # quoted for sh: the interpreter's path is taken literally (a space, `$`, a quote)
     shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m {module} "$@"\n')
     shim.chmod(0o755)
     return shim
+
+
+def write_shim(folder: Path) -> Path:
+    """`folder/nvidia-smi`, running this module with the interpreter that runs smdist-train."""
+    return write_module_shim(folder, "nvidia-smi", __spec__.name if __spec__ else __name__)
 
 
 def main(argv: list[str]) -> int:

@@ -20,7 +20,6 @@ agent hosts anything, so the store outlives every reader by construction.
 """
 from __future__ import annotations
 
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -114,13 +113,9 @@ def hold(run_store: Any) -> None:
 def write_shim(folder: Path) -> Path:
     """`folder/torchrun`: this module with the interpreter that runs smdist-train, for commands that find torchrun
     on PATH (a container command's drivers, container/container_command.py)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    shim = folder / "torchrun"
-    module = __spec__.name if __spec__ else __name__
-    # quoted for sh: the interpreter's path is taken literally (a space, `$`, a quote)
-    shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m {module} "$@"\n')
-    shim.chmod(0o755)
-    return shim
+    from .gpu_listing import write_module_shim
+
+    return write_module_shim(folder, "torchrun", __spec__.name if __spec__ else __name__)
 
 
 def main(argv: list[str] | None = None) -> None:

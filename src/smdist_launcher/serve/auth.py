@@ -197,12 +197,6 @@ def verify_body(request: SignedRequest, body: bytes, keys: KeyPair) -> None:
     _check_signature(request, body, keys)
 
 
-def verify(method: str, path: str, headers: Mapping[str, str] | Any, body: bytes, keys: KeyPair, *,
-           region: str | None = None, now: datetime | None = None) -> None:
-    """Raise the API's error unless the request carries a valid SigV4 signature by `keys` within 15 minutes of now
-    (and, given `region`, scoped to it)."""
-    verify_body(authenticate_headers(method, path, headers, keys, region=region, now=now), body, keys)
-
 
 def _check_signature(request: SignedRequest, body: bytes | None, keys: KeyPair) -> None:
     """Recompute the signature with botocore's own SigV4 signer (None: the body is not read yet, the declared

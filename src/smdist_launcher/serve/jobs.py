@@ -39,8 +39,6 @@ from .settings import Settings
 __all__ = ["Jobs", "ServedJob", "Settings", "estimator_for", "submit_directory"]
 
 # local job phase → SageMaker secondary status and its message; the same for a final state
-_SECONDARY = OF_PHASE
-_FINAL_SECONDARY = OF_FINAL_STATE
 _ENDED = (JobState.COMPLETED, JobState.FAILED, JobState.STOPPED)  # the TrainingJobStatus values of an ended job
 
 
@@ -346,9 +344,9 @@ class Jobs:
     @staticmethod
     def _transitions(job: ServedJob, view: _View) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = [{"Status": SecondaryStatus.STARTING, "StartTime": job.created,
-                                      "StatusMessage": _SECONDARY[Phase.CREATED][1]}]
+                                      "StatusMessage": OF_PHASE[Phase.CREATED][1]}]
         for phase, start in view.phases:
-            secondary = _SECONDARY.get(phase)
+            secondary = OF_PHASE.get(phase)
             if secondary is None or secondary[0] == out[-1]["Status"]:
                 continue
             out[-1]["EndTime"] = start
@@ -360,7 +358,7 @@ class Jobs:
                         "StatusMessage": "Stopping the training job"})
         if view.status in _ENDED:
             final = view.record_status or JobState.FAILED
-            final_secondary, message = _FINAL_SECONDARY.get(final, _FINAL_SECONDARY[view.status])
+            final_secondary, message = OF_FINAL_STATE.get(final, OF_FINAL_STATE[view.status])
             end = view.ended or now
             out[-1].setdefault("EndTime", end)
             out.append({"Status": final_secondary, "StartTime": end, "EndTime": end, "StatusMessage": message})

@@ -48,7 +48,7 @@ class _Stream:
 
     def offset_since(self, ms: int) -> int:
         """The offset of the first event stamped `ms` or later (`end` when none)."""
-        at = bisect.bisect_left([t for _, t in self.marks], ms)
+        at = bisect.bisect_left(self.marks, ms, key=lambda mark: mark[1])
         return self.marks[at][0] if at < len(self.marks) else self.end
 
 

@@ -41,10 +41,6 @@ def enabled_source(switch: str, name: str) -> Path:
     return src
 
 
-def source_path() -> Path | None:
-    return native_source(SOURCE_NAME)
-
-
 def _cache_dir() -> Path:
     root = os.environ.get("SMDDP_NATIVE_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.join(os.path.expanduser("~"), ".cache")), "smdist_launcher", "native"

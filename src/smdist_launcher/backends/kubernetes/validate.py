@@ -13,6 +13,7 @@ listing every problem, each path `Kind/name: key.path` (e.g. `TrainJob/mnist: sp
 The API emulator refuses objects with this same function (`problems(obj)` gives them one by one)."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -29,7 +30,6 @@ HYPERPOD_SCHEMA_ENV = "SMDIST_HYPERPOD_SCHEMA"
 RESERVED_TRAINJOB_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 _RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_RFC1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # core validation (1.33): IsEnvVarName for a container env name, IsConfigMapKey for a Secret key (secretKeyRef.key)
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
@@ -258,6 +258,7 @@ def _core(obj: dict[str, Any], where: str) -> list[ErrorItem]:
                              pod_host="{name}-{index}") + _env_rules(obj, where)
 
 
+@functools.cache  # the schema file is 1.5 MB of JSON: read once per kind, not per object
 def _core_validator(api_version: str, kind: str) -> Any:
     """kubernetes-validate's strict schema for the kind, as a jsonschema validator that lists every error (its own
     validate() stops at the first)."""

@@ -286,10 +286,9 @@ class LocalJob:
         """How the attempt ended: its cause and reason for the restart policy, what its record keeps."""
         self._failure = None  # this attempt's, read below (the one before stays until this one ended)
         killed = self._faults.killed_in(self._attempt_no)
-        cause = attempt_cause(outcome, hosts, hung=self._watch.hang is not None, preempted=self._preempted,
-                              killed=killed)
-        reason = outcome.reason
         hang = self._watch.hang
+        cause = attempt_cause(outcome, hosts, hung=hang is not None, preempted=self._preempted, killed=killed)
+        reason = outcome.reason
         if self._log_failure is not None:  # whatever else happened: the job's logs are not whole, never retried
             cause, reason = Cause.LAUNCHER_ERROR, f"the job's logs failed: {self._log_failure}"
             self._failure = (reason, f"{reason}\nthe hosts' output was drained on but not kept from then on")

@@ -134,7 +134,6 @@ class SlurmAttempts:
         self.fired: set[str] = set()
         self.restored = 0
         self.code = 0
-        self._first_code: int | None = None
         # numbered in memory: a launcher refreshing job.json meanwhile cannot make an attempt lost or repeated
         self.book = AttemptBook(self._save_attempts)
 
@@ -146,7 +145,7 @@ class SlurmAttempts:
 
     def run(self, code: int) -> tuple[int, LoopEnd]:
         """The exit code of the last attempt that ran and how the loop ended."""
-        self._first_code = self.code = code
+        self.code = code
         end = run_attempts(self, self.resilience, self.book)
         return self.code, end
 

@@ -36,12 +36,6 @@ from .supervisor import Interrupted
 CONTAINER_ROOT = "/opt/ml"
 
 
-def _regular_files(root: Path) -> dict[str, Path]:
-    if not root.is_dir():
-        return {}
-    return {p.relative_to(root).as_posix(): p for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
-
-
 def pack_merged(folders: list[Path], tar_path: Path, progress: Progress | None = None) -> int:
     """Pack the union of `folders` (later ones win) into a gzipped tar; returns the file count (0: no archive)."""
     return pack([Folder(f) for f in folders], tar_path, progress=progress)
