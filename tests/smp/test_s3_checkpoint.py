@@ -121,6 +121,10 @@ WORKER = textwrap.dedent('''
     # one write: both ranks share the pipe, and print's separate newline write can interleave
     os.write(1, ("RESULT " + json.dumps({"check": f"rank{rank}", **ok}) + "\\n").encode())
     dist.destroy_process_group()
+    # as every rank under smdist-train ends (container/rank_entry.py): a gloo worker thread that drops its last work
+    # during interpreter finalization aborts the process (docs/exit-abort.md); this ends it before finalization
+    from smdist_launcher.container.rank_entry import finish
+    finish(0)
 ''')
 
 

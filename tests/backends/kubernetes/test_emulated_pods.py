@@ -80,7 +80,8 @@ if os.environ["SM_CURRENT_HOST"] == "algo-2":
 '''
 
 
-def test_a_failing_job_names_its_pod_and_gets_its_secrets(operators, k8s_emulator, cluster, s3, tmp_path) -> None:
+def test_a_failing_job_names_its_pod_and_gets_its_secrets(operators, k8s_emulator, cluster, s3, tiny_mnist,
+                                                           tmp_path) -> None:
     code = tmp_path / "code"
     code.mkdir()
     (code / "train.py").write_text(FAILING)
@@ -88,11 +89,13 @@ def test_a_failing_job_names_its_pod_and_gets_its_secrets(operators, k8s_emulato
         "output_path": f"s3://{s3.bucket}/out", "source_dir": str(code), "hyperparameters": {"api_token": SECRET_HP},
         "environment": {"HF_TOKEN": SECRET_ENV}})
     options = {"flavour": "trainjob", "kubeconfig": str(k8s_emulator.kubeconfig)}
+    # the job file's own channels name the demo's data set: a fresh clone has none until demo.sh ran
+    inputs = {"training": f"file://{tiny_mnist}/train", "test": f"file://{tiny_mnist}/test"}
     backend = registry.get("kubernetes")
-    rendered = backend.dryrun(est.submission(est.plan(None, job_name="k8s-fails")), options).content
+    rendered = backend.dryrun(est.submission(est.plan(inputs, job_name="k8s-fails")), options).content
     assert "secretKeyRef" in rendered and "k8s-fails-secrets" in rendered
     with pytest.raises(JobFailedError) as caught:
-        est.fit(None, job_name="k8s-fails", backend="kubernetes", jobs_root=str(tmp_path / "jobs"), logs=False,
+        est.fit(inputs, job_name="k8s-fails", backend="kubernetes", jobs_root=str(tmp_path / "jobs"), logs=False,
                 kubernetes=options)
     # the host's runtime ends with 1 when a rank failed (its ranks' codes are in its log)
     assert "pod k8s-fails-node-0-1 (algo-2) failed: exit code 1" in str(caught.value)
