@@ -18,11 +18,12 @@ from .test_cluster import set_conditions, trainjob
 NS = "cluster-test"
 
 
-def _recorded(root: Path, name: str, kubeconfig: Path) -> JobHandle:
+def _recorded(root: Path, name: str, kubeconfig: Path, objects: list[list[str]] | None = None) -> JobHandle:
     job_dir = JobDir.create(root, name)
     JobRecord(job_name=name, job_id=name, job_dir=str(job_dir.root), backend="kubernetes", launcher_pid=0,
               backend_info={"namespace": NS, "kind": "TrainJob", "name": name, "kubeconfig": str(kubeconfig),
-                            "context": None, "stopped": False, "output_path": None}).save(job_dir.record_file)
+                            "context": None, "stopped": False, "output_path": None,
+                            "objects": objects or [["TrainJob", name]]}).save(job_dir.record_file)
     return JobHandle(backend="kubernetes", job_name=name, job_dir=str(job_dir.root))
 
 
@@ -65,3 +66,28 @@ def test_a_refused_workload_takes_back_the_secret_created_before_it(cluster, k8s
     assert cluster.get("Secret", "taken-secrets", ns) is None
     assert cluster.get("TrainJob", "taken", ns) is not None   # what was there before is left alone
     cluster.delete("TrainJob", "taken", ns)
+
+
+def test_the_secret_belongs_to_its_workload_and_goes_when_the_job_ends(cluster, k8s_emulator, tmp_path) -> None:
+    """The workload owns its Secret (deleting the workload deletes the values), and smdist deletes the Secret once
+    it sees the job end: an ended TrainJob may stay for days for its conditions; the values need not."""
+    from smdist_launcher.backends.kubernetes.job import create_all, own_secret
+
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "ending-secrets", "namespace": NS},
+              "type": "Opaque", "stringData": {"HF_TOKEN": "v"}}
+    created = create_all(cluster, [secret, trainjob("ending")], NS)
+    own_secret(cluster, "ending-secrets", NS, created[-1])
+    refs = cluster.get("Secret", "ending-secrets", NS)["metadata"]["ownerReferences"]
+    assert refs == [{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "ending",
+                     "uid": created[-1]["metadata"]["uid"]}]
+
+    handle = _recorded(tmp_path, "ending", k8s_emulator.kubeconfig, [["Secret", "ending-secrets"],
+                                                                     ["TrainJob", "ending"]])
+    backend = KubernetesBackend()
+    assert backend.describe(handle).state is JobState.IN_PROGRESS
+    assert cluster.get("Secret", "ending-secrets", NS) is not None   # the pods still read it
+    set_conditions(cluster, "ending", ("Failed", "BackoffLimitExceeded"))
+    assert backend.describe(handle).state is JobState.FAILED
+    assert cluster.get("Secret", "ending-secrets", NS) is None
+    assert cluster.get("TrainJob", "ending", NS) is not None          # the workload and its conditions stay
+    cluster.delete("TrainJob", "ending", NS)

@@ -127,6 +127,21 @@ class Cluster:
             raise _refusal(exc, {"kind": kind_name, "metadata": {"name": name}}) from None
         return dict(json.loads(out.data))
 
+    def set_owner(self, kind_name: str, name: str, namespace: str, owner: dict[str, Any]) -> None:
+        """Make ``owner`` (a created object, with its uid) the owner of a core object: the cluster's garbage
+        collector deletes it with its owner (an owner reference needs the uid, which exists only once created)."""
+        ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+               "uid": owner["metadata"]["uid"]}
+        patch = [{"op": "add", "path": "/metadata/ownerReferences", "value": [ref]}]
+        obj = {"kind": kind_name, "metadata": {"name": name}}
+        match kind_name:  # typed patches go as JSON patches (the client's first content type)
+            case "Secret":
+                self._call(obj, self.core.patch_namespaced_secret, name, namespace, patch, _preload_content=False)
+            case "Service":
+                self._call(obj, self.core.patch_namespaced_service, name, namespace, patch, _preload_content=False)
+            case _:
+                raise ValueError(f"kubernetes: set_owner handles Secret and Service, not {kind_name}")
+
     def suspend(self, kind_name: str, name: str, namespace: str) -> None:
         """spec.suspend = true (HyperPod: spec.runPolicy.suspend): the operator deletes the pods, the object and its
         conditions stay (what `smdist stop` does: nothing of the job's record is lost)."""

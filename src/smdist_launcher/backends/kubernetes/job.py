@@ -70,14 +70,15 @@ def stage(submission: Submission, objects_yaml: str) -> None:
             upload_file(s3, local, dest.child(local.name))
 
 
-def create_all(cluster: Cluster, objects: list[dict[str, Any]], namespace: str) -> None:
-    """Create the objects in order; when one is refused (nothing after it is sent), delete those already created:
-    no job record names them, and the Secret would stay on the cluster holding the job's secret values."""
+def create_all(cluster: Cluster, objects: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
+    """Create the objects in order, returning them as the cluster made them (uids filled); when one is refused
+    (nothing after it is sent), delete those already created: no job record names them, and the Secret would stay
+    on the cluster holding the job's secret values."""
     done: list[dict[str, Any]] = []
     try:
         for obj in objects:
-            cluster.create(obj, namespace)
-            done.append(obj)
+            done.append(cluster.create(obj, namespace))
+        return done
     except BaseException:
         for obj in reversed(done):
             try:
@@ -96,7 +97,9 @@ def submit(submission: Submission, options: KubernetesOptions, objects: list[dic
     secret = secret_object(submission, options)   # the real values: sent, never rendered, recorded or printed
     cluster = Cluster(options.kubeconfig, options.context)
     try:
-        create_all(cluster, ([secret] if secret is not None else []) + objects, options.namespace)
+        created = create_all(cluster, ([secret] if secret is not None else []) + objects, options.namespace)
+        if secret is not None:
+            own_secret(cluster, secret["metadata"]["name"], options.namespace, created[-1])
     finally:
         cluster.close()
     top = _top(objects)
@@ -113,6 +116,26 @@ def submit(submission: Submission, options: KubernetesOptions, objects: list[dic
     record.enter_phase(Phase.STARTING)
     record.save(job_dir.record_file)
     return KubernetesJob(JobHandle(backend=BACKEND, job_name=submission.job_name, job_dir=str(job_dir.root)))
+
+
+def own_secret(cluster: Cluster, name: str, namespace: str, workload: dict[str, Any]) -> None:
+    """The workload owns its Secret, so deleting the workload (by hand, or by a TTL) deletes the secret values
+    too. Not fatal: the job runs without it, and the Secret is deleted when smdist sees the job end."""
+    try:
+        cluster.set_owner("Secret", name, namespace, workload)
+    except Exception as exc:  # noqa: BLE001 - said, and covered by the deletion at the end
+        _say(f"kubernetes: Secret/{name} not given its owner {workload.get('kind')}: {exc}")
+
+
+def drop_secrets(cluster: Cluster, info: dict[str, Any]) -> None:
+    """Delete the job's Secret once the job has ended: no pod needs the values any more, and they should not
+    outlive the job on the cluster (an ended workload object may be kept for days for its conditions)."""
+    for kind, name in info.get("objects") or []:
+        if kind == "Secret":
+            try:
+                cluster.delete("Secret", name, info["namespace"])
+            except Exception as exc:  # noqa: BLE001 - the job's state is what the caller asked for; this is said
+                _say(f"kubernetes: Secret/{name} not deleted after the job ended: {exc}")
 
 
 def _cluster(info: dict[str, Any]) -> Cluster:
@@ -140,6 +163,7 @@ def refresh(handle: JobHandle) -> tuple[JobRecord, list[dict[str, Any]]]:
         hosts = st.pods_by_host(pods)
         if verdict.state.is_terminal:
             keep_logs(cluster, record, hosts)
+            drop_secrets(cluster, info)
     finally:
         cluster.close()
     record.hosts = {h: {"pod": p["metadata"]["name"], "phase": (p.get("status") or {}).get("phase"),
