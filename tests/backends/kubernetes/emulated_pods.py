@@ -1,13 +1,17 @@
-"""Emulated operators for the API emulator: a small test controller that expands a TrainJob or a HyperPodPyTorchJob
-into pods the way its operator does, runs each pod's container command as a local process with the pod's
-environment, and writes back what a kubelet and the operator would: pod phases, exit codes, logs, the job's
-conditions.
+"""Emulated operators for the API emulator: a small test controller that expands a TrainJob, a JobSet, a
+HyperPodPyTorchJob or an Indexed batch/v1 Job into pods the way its operator does, runs each pod's container
+command as a local process with the pod's environment, and writes back what a kubelet and the operator would:
+pod phases, exit codes, logs, the job's conditions.
 
 What each expansion does (and what a real operator does beyond it, which this does not prove):
 - TrainJob (Trainer v2 torch runtime → JobSet → one Indexed Job): pods `<name>-node-0-<i>`, labelled as JobSet's
   (`jobset.sigs.k8s.io/jobset-name`, `batch.kubernetes.io/job-completion-index`), env = `spec.trainer.env` plus the
   torch plugin's PET_NNODES / PET_NPROC_PER_NODE / PET_NODE_RANK / PET_MASTER_ADDR / PET_MASTER_PORT and
   JOB_COMPLETION_INDEX. The intermediate JobSet and Job objects are not created.
+- JobSet: each replicated job's Indexed Job template as pods `<name>-<rjob>-0-<i>` (JobSet's labels, the index
+  label, JOB_COMPLETION_INDEX); Completed / Failed. The Job objects and the headless Service are not created.
+- batch/v1 Job (Indexed): pods `<name>-<i>-<suffix>`, `batch.kubernetes.io/job-name`, the index label,
+  JOB_COMPLETION_INDEX; Complete / Failed (BackoffLimitExceeded: backoffLimit 0 here) through the typed API.
 - HyperPodPyTorchJob: `replicas` pods `<name>-<spec>-<i>` from the replica spec's template (its labels kept), env plus
   PET_NODE_RANK / PET_NNODES / PET_NPROC_PER_NODE / MASTER_ADDR / MASTER_PORT, as the operator's hyperpodrun sets.
 - A failed pod ends the others (SIGTERM, exit 143, reason Terminated), as JobSet's failure policy (no restarts)
@@ -33,7 +37,10 @@ from typing import Any
 
 NS = "default"
 TRAINER = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
+JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 HYPERPOD = ("sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs")
+JOB = ("batch", "v1", "jobs")   # the typed batch API, not a custom resource
+WORKLOADS = (("TrainJob", TRAINER), ("JobSet", JOBSET), ("HyperPodPyTorchJob", HYPERPOD), ("Job", JOB))
 
 
 def _entries(env: list[dict[str, Any]] | None) -> dict[str, Any]:
@@ -72,8 +79,7 @@ class Operators:
 
     def start(self) -> Operators:
         # objects of earlier tests on the same emulator are another controller's (already expanded)
-        self.done |= {(kind, o["metadata"]["name"]) for kind, res in (("TrainJob", TRAINER),
-                      ("HyperPodPyTorchJob", HYPERPOD)) for o in self._list(res)}
+        self.done |= {(kind, o["metadata"]["name"]) for kind, res in WORKLOADS for o in self._list(res)}
         self._thread = threading.Thread(target=self._run, name="emulated-operators", daemon=True)
         self._thread.start()
         return self
@@ -95,21 +101,27 @@ class Operators:
                 self.errors.append(exc)
 
     def _list(self, res: tuple[str, str, str]) -> list[dict[str, Any]]:
+        if res == JOB:
+            import json
+
+            out = self.cluster.batch.list_namespaced_job(NS, _preload_content=False)
+            return list(json.loads(out.data).get("items") or [])
         return list(self.cluster.custom.list_namespaced_custom_object(*res[:2], NS, res[2]).get("items") or [])
 
     def _step(self) -> None:
-        for kind, res, expand in (("TrainJob", TRAINER, self._trainjob), ("HyperPodPyTorchJob", HYPERPOD,
-                                                                           self._hyperpod)):
+        expansions = {"TrainJob": self._trainjob, "JobSet": self._jobset, "HyperPodPyTorchJob": self._hyperpod,
+                      "Job": self._job}
+        for kind, res in WORKLOADS:
             for obj in self._list(res):
                 key = (kind, obj["metadata"]["name"])
                 if key in self.done:
                     continue
                 if key not in self.seen:
                     self.seen.add(key)
-                    for pod in expand(obj):
+                    for pod in expansions[kind](obj):
                         self._start(pod)
-                suspended = (obj["spec"].get("suspend") if kind == "TrainJob"
-                             else (obj["spec"].get("runPolicy") or {}).get("suspend"))
+                suspended = ((obj["spec"].get("runPolicy") or {}).get("suspend") if kind == "HyperPodPyTorchJob"
+                             else obj["spec"].get("suspend"))
                 if suspended:
                     self._suspend(key, res)
                 else:
@@ -134,6 +146,38 @@ class Operators:
             out.append(self._pod(f"{name}-node-0-{i}", ("TrainJob", name), labels,
                                  {"name": "node", "image": trainer["image"], "command": trainer["command"]}, env))
         return out
+
+    def _indexed(self, owner: tuple[str, str], job_spec: dict[str, Any], name_of: Any,
+                 labels_of: Any) -> list[EmulatedPod]:
+        """An Indexed Job's pods (what the Job controller makes): `completions` pods, JOB_COMPLETION_INDEX set and
+        the index label on each, the template's labels kept."""
+        template = job_spec["template"]
+        box = template["spec"]["containers"][0]
+        out = []
+        for i in range(int(job_spec.get("completions", 1))):
+            env = _entries(box.get("env"))
+            env["JOB_COMPLETION_INDEX"] = str(i)
+            labels = {**((template.get("metadata") or {}).get("labels") or {}), **labels_of(i),
+                      "batch.kubernetes.io/job-completion-index": str(i)}
+            out.append(self._pod(name_of(i), owner, labels, box, env))
+        return out
+
+    def _jobset(self, obj: dict[str, Any]) -> list[EmulatedPod]:
+        """JobSet: one Indexed Job per replicated job (replicas 1 here), pods `<jobset>-<rjob>-0-<i>`."""
+        name = obj["metadata"]["name"]
+        out = []
+        for rjob in obj["spec"]["replicatedJobs"]:
+            out += self._indexed(("JobSet", name), rjob["template"]["spec"],
+                                 lambda i, r=rjob: f"{name}-{r['name']}-0-{i}",
+                                 lambda i, r=rjob: {"jobset.sigs.k8s.io/jobset-name": name,
+                                                    "jobset.sigs.k8s.io/replicatedjob-name": r["name"]})
+        return out
+
+    def _job(self, obj: dict[str, Any]) -> list[EmulatedPod]:
+        """An Indexed batch/v1 Job: pods `<job>-<index>-<suffix>`, labelled with the job's name."""
+        name = obj["metadata"]["name"]
+        return self._indexed(("Job", name), obj["spec"], lambda i: f"{name}-{i}-emu{i}",
+                             lambda i: {"batch.kubernetes.io/job-name": name, "job-name": name})
 
     def _hyperpod(self, obj: dict[str, Any]) -> list[EmulatedPod]:
         name = obj["metadata"]["name"]
@@ -225,8 +269,10 @@ class Operators:
                     self._ended(pod, 143, "Terminated")
         if pods and all(p.exit_code is not None for p in pods):
             failed = [p for p in pods if p.exit_code != 0]
-            done = "Complete" if key[0] == "TrainJob" else "Completed"
+            done = "Complete" if key[0] in ("TrainJob", "Job") else "Completed"
             kind, reason = ("Failed", "JobSetFailed") if failed else (done, "JobSetCompleted")
+            if key[0] == "Job":
+                kind, reason = ("Failed", "BackoffLimitExceeded") if failed else (done, "CompletionsReached")
             self._condition(key, res, kind, reason, f"{len(failed)} of {len(pods)} pods failed" if failed else "")
 
     def _suspend(self, key: tuple[str, str], res: tuple[str, str, str]) -> None:
@@ -239,7 +285,12 @@ class Operators:
 
     def _condition(self, key: tuple[str, str], res: tuple[str, str, str], kind: str, reason: str,
                    message: str) -> None:
-        body = {"status": {"conditions": [{"type": kind, "status": "True", "reason": reason, "message": message,
-                                           "lastTransitionTime": _now()}]}}
-        self.cluster.custom.patch_namespaced_custom_object_status(*res[:2], NS, res[2], key[1], body)
+        status = {"conditions": [{"type": kind, "status": "True", "reason": reason, "message": message,
+                                  "lastTransitionTime": _now()}]}
+        if res == JOB:   # the typed client sends a JSON patch
+            self.cluster.batch.patch_namespaced_job_status(key[1], NS, [{"op": "add", "path": "/status",
+                                                                        "value": status}], _preload_content=False)
+        else:
+            self.cluster.custom.patch_namespaced_custom_object_status(*res[:2], NS, res[2], key[1],
+                                                                      {"status": status})
         self.done.add(key)

@@ -33,7 +33,7 @@ def operators(k8s_emulator, cluster, s3, tmp_path):
     assert ops.errors == []
 
 
-@pytest.mark.parametrize("flavour", ["trainjob", "hyperpod"])
+@pytest.mark.parametrize("flavour", ["trainjob", "jobset", "hyperpod", "job"])
 def test_mnist_trains(flavour, operators, k8s_emulator, s3, tiny_mnist, tmp_path, capsys) -> None:
     name = f"k8s-mnist-{flavour}"
     est = estimator_from_job_file(str(EXAMPLE / "job_torch_distributed.yaml"),
