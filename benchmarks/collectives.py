@@ -33,10 +33,11 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
-BUSBW_SIZES = [1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 128 * MiB, 256 * MiB, 512 * MiB, 1 * GiB]
+BUSBW_SIZES = [1 * MiB, 4 * MiB, 16 * MiB, 32 * MiB, 64 * MiB, 128 * MiB, 256 * MiB, 512 * MiB, 1 * GiB]
 LAT_SIZES = [8 * KiB, 32 * KiB, 128 * KiB, 512 * KiB, 1 * MiB, 2 * MiB, 4 * MiB]
 # smddp paths timed on their own (path -> largest size tried), next to the routed default
-FORCED = {"all_gather": {"ce": 1 * GiB}, "all_reduce": {"one_shot": 4 * MiB, "two_shot": 64 * MiB}, "reduce_scatter": {}}
+FORCED = {"all_gather": {"ce": 1 * GiB},
+          "all_reduce": {"one_shot": 4 * MiB, "two_shot": 64 * MiB, "lamport": 64 * MiB}, "reduce_scatter": {}}
 
 
 def busbw_factor(coll: str, n: int) -> float:
@@ -416,11 +417,12 @@ def main() -> None:
         "nccl": ".".join(map(str, torch.cuda.nccl.version())),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "env": {k: os.environ.get(k) for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "SMDDP_CE_SPLITS",
-                                               "SMDDP_NATIVE_BACKEND")},
+                                               "SMDDP_NATIVE_BACKEND", "SMDDP_LAMPORT_BYTES")},
     }
     from smdist_launcher.smddp import native_backend
 
     native = native_backend.native_backend_of(smddp_pg) is not None
+    report["lamport_kernel"] = bool(getattr(native_backend._module, "LAMPORT", False))
     report["smddp_backend"] = "native C++ backend" if native else (
         f"python process group ({native_backend.unavailable_reason() or 'native backend not tried'})")
     if dist.get_rank() == 0:

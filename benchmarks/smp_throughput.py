@@ -9,6 +9,13 @@ same global batch: TP configurations give each data-parallel group tp x the per-
 Reported per configuration: tokens/s/GPU, MFU (989 TFLOP/s; 6N + 12*L*d*seq FLOPs per token), peak
 allocated memory (max over ranks). One JSON line per configuration is appended to DIR/results.jsonl as
 soon as it is measured, so a later failure loses nothing.
+
+Tensor-parallel ablation (1.3B): "smp tp2 base" turns off both of local_modules.TPOptions (sequence parallelism
+split over the sequence, one all-reduce per partial-gradient parameter: the earlier behaviour), "+batchsplit" /
+"+grouped" turn one on, "smp tp2" has both.
+Sweep on 2 GPUs:  --only '1.3b:fsdp2$,1.3b:smp tp2,6.7b:fsdp2+ac s8k,6.7b:smp tp2 s8k,6.7b:smp tp2+ac s8k'
+--profile-only SUBSTR profiles (torch.profiler, one step) only the matching cases: ops, GPU-busy time (union of
+kernel intervals on all streams) against the step's wall time.
 """
 from __future__ import annotations
 
@@ -32,9 +39,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import smdist_launcher.smp as tsm  # noqa: E402
 from smdist_launcher.smp.reference_models import GPT, GPTConfig, lm_loss  # noqa: E402
 from smdist_launcher.smp.state import reset_state  # noqa: E402
+from smdist_launcher.smp.tensor_parallel import local_modules  # noqa: E402
 
 PEAK_FLOPS = 989e12
 PROFILE = False  # --profile
+PROFILE_ONLY: list[str] = []  # --profile-only: substrings of the cases to profile
 PROFILE_DIR = ""  # where rank 0 appends each profiled case's op table (profile.txt)
 PROFILE_CASE = ""
 MODELS = {
@@ -56,6 +65,7 @@ class Case:
     offload: float = 0.0  # fraction of offloadable blocks whose activations go to host memory
     horizon: int = 2
     sp: bool = True  # sequence parallelism with TP
+    tp_options: dict = field(default_factory=dict)  # local_modules.TPOptions fields (the ablation)
 
 
 def cases(tiny: bool) -> list[Case]:
@@ -66,6 +76,8 @@ def cases(tiny: bool) -> list[Case]:
             Case("smp tp1", "tiny", 32, 2, "smp"),
             Case("smp tp1+offload", "tiny", 32, 2, "smp", offload=1.0, horizon=1),
             Case("smp tp2", "tiny", 32, 2, "smp", {"tensor_parallel_degree": 2}),
+            Case("smp tp2 base", "tiny", 32, 2, "smp", {"tensor_parallel_degree": 2},
+                 tp_options={"batch_split_sp": False, "grouped_partial_grads": False}),
             Case("smp tp2 hsdp(rep2)", "tiny", 32, 2, "smp", {"tensor_parallel_degree": 2, "hybrid_shard_degree": 1}),
             Case("smp tp4+ac", "tiny", 32, 2, "smp", {"tensor_parallel_degree": 4}, ac=True),
             Case("smp tp4 long", "tiny", 128, 0.25, "smp", {"tensor_parallel_degree": 4}),
@@ -83,7 +95,21 @@ def cases(tiny: bool) -> list[Case]:
             Case("smp tp4", model, seq, b, "smp", {"tensor_parallel_degree": 4}),
         ]
         if model == "1.3b":
-            out.append(Case("smp tp2 no-SP", model, seq, b, "smp", {"tensor_parallel_degree": 2}, sp=False))
+            tp2 = {"tensor_parallel_degree": 2}
+            off = {"batch_split_sp": False, "grouped_partial_grads": False}
+            out += [
+                Case("smp tp2 no-SP", model, seq, b, "smp", tp2, sp=False),
+                Case("smp tp2 base", model, seq, b, "smp", tp2, tp_options=off),
+                Case("smp tp2 +batchsplit", model, seq, b, "smp", tp2, tp_options={**off, "batch_split_sp": True}),
+                Case("smp tp2 +grouped", model, seq, b, "smp", tp2, tp_options={**off, "grouped_partial_grads": True}),
+            ]
+    # The issue's 6.7B seq-8192 pair (global batch 2): plain FSDP2 + AC against TP 2 (one TP group, 2 sequences).
+    s8k = {"tensor_parallel_degree": 2}
+    out += [
+        Case("fsdp2+ac s8k", "6.7b", 8192, 1, "fsdp2", ac=True),
+        Case("smp tp2+ac s8k", "6.7b", 8192, 1, "smp", s8k, ac=True),
+        Case("smp tp2 s8k", "6.7b", 8192, 1, "smp", s8k),  # may not fit: after the AC run
+    ]
     # Long context: one 32k sequence per TP group; plain FSDP2 needs >= 1 sequence per GPU.
     out += [
         Case("smp tp4 seq32k", "6.7b", 32768, 0.25, "smp", {"tensor_parallel_degree": 4}),
@@ -115,6 +141,7 @@ def build(case: Case, device: torch.device, world: int):
         dp = world
     else:
         reset_state()
+        local_modules.OPTIONS = local_modules.TPOptions(**case.tp_options)
         tsm.init(case.smp)
         model = tsm.transform(model, sequence_parallel=case.sp)
         if case.ac:
@@ -161,7 +188,7 @@ def run_case(case: Case, device: torch.device, warmup: int, steps: int) -> dict:
     phases = phase_times(model, opt, x, y, device)
     global PROFILE_CASE
     PROFILE_CASE = f"{case.model}:{case.name}"
-    if PROFILE:
+    if PROFILE or any(s in PROFILE_CASE for s in PROFILE_ONLY):
         phases.update(host_profile(step, device))
     peak = torch.tensor([torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else 0.0], device=device)
     dist.all_reduce(peak, op=dist.ReduceOp.MAX)
@@ -179,19 +206,32 @@ def host_profile(step, device: torch.device) -> dict:
     """One step under torch.profiler: how many ops the host launches and the GPU's kernel time (rank 0's view)."""
     from torch.profiler import ProfilerActivity, profile
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    sync(device)
     with profile(activities=activities) as prof:
+        t0 = time.perf_counter()
         step()
         sync(device)
+        wall = time.perf_counter() - t0
     events = prof.events()
     ops = sum(1 for e in events if e.device_type.name == "CPU" and e.name.startswith("aten::"))
-    kernel_us = sum(e.device_time for e in events if e.device_type.name == "CUDA")
+    kernels = [e for e in events if e.device_type.name == "CUDA"]
+    kernel_us = sum(e.device_time for e in kernels)
+    busy, end = 0.0, float("-inf")  # union of kernel intervals over all streams
+    for start, stop in sorted((e.time_range.start, e.time_range.end) for e in kernels):
+        if stop > end:
+            busy += stop - max(start, end)
+            end = stop
+    names = [e.name for e in events if e.device_type.name == "CPU"]
+    collectives = sum(1 for n in names if n.startswith("c10d::") or n.startswith("_c10d_functional::"))
     dtensor = sum(e.cpu_time for e in events if "Redistribute" in e.name or "DTensor" in e.name)
     if dist.get_rank() == 0 and PROFILE_DIR:
         table = prof.key_averages().table(sort_by="device_time_total" if device.type == "cuda" else "cpu_time_total",
                                           row_limit=25, max_name_column_width=60)
         with open(os.path.join(PROFILE_DIR, "profile.txt"), "a", encoding="utf-8") as fh:
             fh.write(f"=== {PROFILE_CASE}\n{table}\n")
-    return {"aten_ops_per_step": ops, "kernel_s_per_step": kernel_us / 1e6, "dtensor_host_s": dtensor / 1e6}
+    return {"aten_ops_per_step": ops, "kernel_s_per_step": kernel_us / 1e6, "dtensor_host_s": dtensor / 1e6,
+            "profiled_step_s": wall, "gpu_busy_s": busy / 1e6, "collectives_per_step": collectives,
+            "cat_ops_per_step": names.count("aten::cat")}
 
 
 def phase_times(model, opt, x, y, device: torch.device) -> dict:
@@ -245,9 +285,11 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated substrings of case names (model:name) to run")
     ap.add_argument("--reverse", action="store_true", help="run the selected cases in reverse order")
     ap.add_argument("--profile", action="store_true", help="one extra step under torch.profiler per case")
+    ap.add_argument("--profile-only", default="", help="comma-separated substrings: profile only these cases")
     args = ap.parse_args()
-    global PROFILE, PROFILE_DIR
+    global PROFILE, PROFILE_DIR, PROFILE_ONLY
     PROFILE = args.profile
+    PROFILE_ONLY = [s for s in args.profile_only.split(",") if s]
     PROFILE_DIR = args.out
     from smdist_launcher.smp import process_group
     process_group.ensure_initialized(timeout_s=180)
@@ -301,7 +343,8 @@ def format_row(r: dict) -> str:
             f"peak {r['peak_gib']:6.1f} GiB  step {r['step_s']:.3f}s  "
             f"(fwd {r['fwd_s']:.3f} bwd {r['bwd_s']:.3f} opt {r['opt_s']:.3f})"
             + (f"  aten ops/step {r['aten_ops_per_step']} kernels {r['kernel_s_per_step']:.3f}s"
-               if "aten_ops_per_step" in r else ""))
+               f" GPU busy {r['gpu_busy_s']:.3f}s of {r['profiled_step_s']:.3f}s, {r['collectives_per_step']} "
+               f"collectives, {r['cat_ops_per_step']} cat" if "aten_ops_per_step" in r else ""))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@
 // copy-engine AllGather (>= 128 MiB, where ~100 us of host time hide behind the copies), barrier,
 // and CPU tensors, which go to the unchanged Python gloo path (cpu_path.GlooPath).
 //
+// With SMDDP_LAMPORT defined (the build that also compiles lamport_allreduce.cu with nvcc),
+// AllReduce can also take smddp's own barrier-free one-shot kernel (path kLamport), synchronous
+// calls on the caller's stream and asynchronous ones (DDP's buckets) on a stream the backend owns.
+//
 // Built on first use by smdist_launcher/smddp/native_backend.py (torch.utils.cpp_extension).
 #include <torch/extension.h>
 
@@ -18,6 +22,13 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+
+#ifdef SMDDP_LAMPORT
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+#endif
 
 #include <array>
 #include <cstdint>
@@ -33,8 +44,15 @@ using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 
 namespace smddp {
 
+#ifdef SMDDP_LAMPORT
+// lamport_allreduce.cu
+cudaError_t lamport_allreduce(const void* in, void* out, int64_t nbytes, int kind, void* const* peers, int rank,
+                              int world, int64_t region_bytes, unsigned* ctrl, float scale, int max_blocks,
+                              unsigned long long timeout_ns, cudaStream_t stream);
+#endif
+
 // Path and collective codes shared with routing.py (NATIVE_PATH_CODES / NATIVE_COLL_CODES).
-enum Path : int { kNccl = 0, kCe = 1, kOneShot = 2, kTwoShot = 3 };
+enum Path : int { kNccl = 0, kCe = 1, kOneShot = 2, kTwoShot = 3, kLamport = 4, kNumPath = 5 };
 enum Coll : int { kAllReduce = 0, kAllGather = 1, kReduceScatter = 2, kNumColl = 3 };
 
 // A collective this backend ran itself on the caller's current stream, with what
@@ -132,14 +150,28 @@ class SmddpBackend : public c10d::Backend {
   // ---- all_reduce ----
   WorkPtr allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
     if (!tensors.empty() && !tensors[0].is_cuda()) return cpu("allreduce", tensors, opts);
-    // Synchronous calls only (dist.all_reduce(async_op=False), and so CUDA-graph capture): the
-    // kernels run on the caller's stream. Asynchronous callers (DDP's reducer, async_op=True)
-    // want the collective to overlap their compute, which NCCL's own stream gives: with DDP
-    // buckets of 2 MB on the caller's stream the step ran 0.92x NCCL's (2x H100, 2026-11-27).
-    if (tensors.size() == 1 && !opts.asyncOp && !coalescing_ && fast_allreduce(tensors[0], opts.reduceOp)) {
-      return done(tensors, c10d::OpType::ALLREDUCE, tensors[0].device());
+    if (tensors.size() == 1 && !coalescing_) {
+      at::Tensor& t = tensors[0];
+      if (route(kAllReduce, t.numel() * t.element_size()) == kLamport) {
+        // Asynchronous callers (DDP's reducer) get the backend's own stream, which overlaps
+        // their compute as NCCL's stream would.
+        if (WorkPtr work = lamport(t, opts.reduceOp, opts.asyncOp)) return work;
+      } else if (!opts.asyncOp && fast_allreduce(t, opts.reduceOp)) {
+        // torch's kernels: synchronous calls only (and so CUDA-graph capture), on the caller's
+        // stream. Asynchronous callers want overlap with their compute: with DDP buckets of 2 MB
+        // on the caller's stream the step ran 0.92x NCCL's (2x H100, 2026-11-27).
+        return done(tensors, c10d::OpType::ALLREDUCE, t.device());
+      }
     }
     return nccl_->allreduce(tensors, opts);
+  }
+
+  // Set by a Lamport call that timed out waiting for a peer, just before it traps (tests; syncs).
+  int64_t lamport_timeouts() {
+#ifdef SMDDP_LAMPORT
+    if (lamport_.ctrl.defined()) return lamport_.ctrl[2].item<int64_t>();
+#endif
+    return 0;
   }
 
   WorkPtr allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -349,6 +381,87 @@ class SmddpBackend : public c10d::Backend {
     return it->second;
   }
 
+  // ---- smddp's Lamport one-shot (lamport_allreduce.cu) ----
+  // The kernels of one group must run one after the other on each rank, in issue order.
+  // Synchronous calls run on the caller's stream; when the previous call ran on another stream,
+  // the caller's stream first waits for it (one event; none in the usual case of one stream).
+  // Asynchronous calls (DDP's buckets) run on the backend's own stream, after the caller's
+  // stream and the previous call, and return a Work whose wait() and Future order the waiting
+  // stream after the kernel. Inside CUDA-graph capture the capturing stream orders the captured
+  // calls (torch.cuda.graph synchronizes the device before capture; replays are ordered with
+  // eager calls by the stream that replays them). Events only: graph-capturable.
+  WorkPtr lamport(at::Tensor& t, const c10d::ReduceOp& reduce_op, bool async_op) {
+#ifdef SMDDP_LAMPORT
+    const auto op = reduce_op.op_;
+    if (op != c10d::ReduceOp::SUM && op != c10d::ReduceOp::AVG) return {};
+    const auto dtype = t.scalar_type();
+    const int kind = dtype == at::kFloat ? 0 : dtype == at::kBFloat16 ? 1 : dtype == at::kHalf ? 2 : -1;
+    const int64_t nbytes = t.numel() * t.element_size();
+    if (kind < 0 || nbytes == 0 || !t.is_contiguous() || reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 != 0) {
+      return {};
+    }
+    if (!ensure_lamport(t.device()) || nbytes > lamport_.region_bytes) return {};
+    const c10::cuda::CUDAGuard guard(t.device());
+    const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(t.device().index());
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    C10_CUDA_CHECK(cudaStreamIsCapturing(current.stream(), &capture));
+    const bool capturing = capture != cudaStreamCaptureStatusNone;
+    const c10::cuda::CUDAStream stream = async_op ? *lamport_.stream : current;
+    if (async_op) {
+      C10_CUDA_CHECK(cudaEventRecord(lamport_.fork, current.stream()));
+      C10_CUDA_CHECK(cudaStreamWaitEvent(stream.stream(), lamport_.fork, 0));
+    }
+    if (!capturing && lamport_.last.has_value() && *lamport_.last != stream && *lamport_.last != current) {
+      C10_CUDA_CHECK(cudaEventRecord(lamport_.join, lamport_.last->stream()));
+      C10_CUDA_CHECK(cudaStreamWaitEvent(stream.stream(), lamport_.join, 0));
+    }
+    const float scale = op == c10d::ReduceOp::AVG ? 1.0f / static_cast<float>(size_) : 1.0f;
+    C10_CUDA_CHECK(lamport_allreduce(t.data_ptr(), t.data_ptr(), nbytes, kind, lamport_.peers.data(), rank_, size_,
+                                     lamport_.region_bytes, static_cast<unsigned*>(lamport_.ctrl.data_ptr()), scale,
+                                     lamport_.max_blocks, lamport_.timeout_ns, stream.stream()));
+    ++fast_calls_[kLamport];
+    if (!capturing) lamport_.last = stream;
+    if (async_op) {
+      // The caller may free t before the kernel ends: keep its memory from reuse until then.
+      c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream);
+      return c10::make_intrusive<StreamOrderedWork>(std::vector<at::Tensor>{t}, c10d::OpType::ALLREDUCE,
+                                                    static_cast<c10::Stream>(stream));
+    }
+    return done({t}, c10d::OpType::ALLREDUCE, t.device());
+#else
+    (void)t;
+    (void)reduce_op;
+    (void)async_op;
+    return {};
+#endif
+  }
+
+#ifdef SMDDP_LAMPORT
+  // Collective: every rank reaches the first Lamport call of the group at the same call.
+  bool ensure_lamport(const at::Device& device) {
+    if (lamport_.off) return false;
+    if (lamport_.region_bytes > 0) return true;
+    py::gil_scoped_acquire gil;
+    py::object got = helper().attr("lamport_buffers")(device.index(), getGroupUid());
+    if (got.is_none()) {
+      lamport_.off = true;
+      return false;
+    }
+    auto parts = got.cast<py::tuple>();
+    lamport_.buffer = parts[0].cast<at::Tensor>();
+    for (auto ptr : parts[1].cast<std::vector<int64_t>>()) lamport_.peers.push_back(reinterpret_cast<void*>(ptr));
+    lamport_.timeout_ns = static_cast<unsigned long long>(parts[3].cast<double>() * 1e9);
+    lamport_.ctrl = at::zeros({4}, at::TensorOptions().dtype(at::kInt).device(device));
+    lamport_.stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device.index());
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&lamport_.fork, cudaEventDisableTiming));
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&lamport_.join, cudaEventDisableTiming));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&lamport_.max_blocks, cudaDevAttrMultiProcessorCount, device.index()));
+    TORCH_CHECK(static_cast<int>(lamport_.peers.size()) == size_, "smddp: expected ", size_, " peer buffers");
+    lamport_.region_bytes = parts[2].cast<int64_t>();
+    return true;
+  }
+#endif
+
   // One-shot: one kernel copies the input into the symmetric buffer, barriers, reads every
   // peer's buffer and writes the sum to the output. Two-shot: the input is copied in, then one
   // kernel reduce-scatters and all-gathers into the output. Both open with a barrier, so using
@@ -426,12 +539,31 @@ class SmddpBackend : public c10d::Backend {
   bool coalescing_ = false;
   c10::IValue sum_{std::string("sum")};
   c10::IValue group_name_;
-  std::array<int64_t, 4> fast_calls_{};
+  std::array<int64_t, kNumPath> fast_calls_{};
+#ifdef SMDDP_LAMPORT
+  struct LamportState {
+    at::Tensor buffer;  // this rank's symmetric buffer (the helper keeps the rendezvous alive)
+    std::vector<void*> peers;
+    at::Tensor ctrl;  // int32: call counter, finished blocks, timed out
+    std::optional<c10::cuda::CUDAStream> stream;  // asynchronous calls
+    std::optional<c10::cuda::CUDAStream> last;    // where the latest eager call ran
+    cudaEvent_t fork = nullptr, join = nullptr;
+    int64_t region_bytes = 0;
+    int max_blocks = 1;
+    unsigned long long timeout_ns = 0;
+    bool off = false;
+  } lamport_;
+#endif
 };
 
 }  // namespace smddp
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+#ifdef SMDDP_LAMPORT
+  m.attr("LAMPORT") = true;  // built with lamport_allreduce.cu (routing.LAMPORT_ROUTES apply)
+#else
+  m.attr("LAMPORT") = false;
+#endif
   py::class_<smddp::SmddpBackend, c10d::Backend, c10::intrusive_ptr<smddp::SmddpBackend>>(m, "SmddpBackend")
       .def(py::init([](int rank, int size, const c10::intrusive_ptr<c10d::Backend>& nccl, py::object helper,
                        const std::vector<std::tuple<int, int64_t, int>>& routes) {
@@ -441,5 +573,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("force", &smddp::SmddpBackend::force, py::arg("collective"), py::arg("path"))
       .def("unforce", &smddp::SmddpBackend::unforce, py::arg("collective"))
       .def("route", &smddp::SmddpBackend::route, py::arg("collective"), py::arg("nbytes"))
-      .def("fast_calls", &smddp::SmddpBackend::fast_calls);
+      .def("fast_calls", &smddp::SmddpBackend::fast_calls)
+      .def("lamport_timeouts", &smddp::SmddpBackend::lamport_timeouts);
 }

@@ -321,10 +321,15 @@ def scenario_native(rank: int, ws: int, device: str) -> None:
             raise AssertionError(f"{name}: differs from NCCL")
         checks += 1
 
-    one, two = 2, 3  # routing.NATIVE_PATH_CODES
+    one, two, lamport = 2, 3, 4  # routing.NATIVE_PATH_CODES
+    has_lamport = bool(getattr(native_backend._module, "LAMPORT", False))
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
-        # the measured table covers 2 GPUs; torch 2.11's kernels have no fp16: NCCL serves it
-        routed = (one, two) if ws == 2 and dtype != torch.float16 else (None, None)
+        # the measured table covers 2 GPUs: smddp's Lamport kernel (any of the three dtypes) when
+        # built, else torch's kernels, which have no fp16 (NCCL serves it)
+        if ws == 2 and has_lamport:
+            routed: tuple[int | None, int | None] = (lamport, lamport)
+        else:
+            routed = (one, two) if ws == 2 and dtype != torch.float16 else (None, None)
         for op in (R.SUM, R.AVG):
             compare(f"routed 64KiB {dtype} {op}", 65536 // dtype.itemsize, dtype, op, path=routed[0])
             compare(f"routed 3MiB {dtype} {op}", (3 << 20) // dtype.itemsize, dtype, op, path=routed[1])
@@ -351,15 +356,18 @@ def scenario_native(rank: int, ws: int, device: str) -> None:
         compare(f"odd size {dtype}", 1001, dtype)
         compare(f"max {dtype}", 4096, dtype, R.MAX)
     compare("int32 sum", 4096, torch.int32)
-    # async calls (DDP's reducer) go to NCCL, which overlaps them with compute on its own stream;
-    # the result is ordered before a waiting side stream
+    # async calls (DDP's reducer) go to NCCL or the Lamport kernel, both on a stream of their own
+    # that overlaps the caller's compute; the result is ordered before a waiting side stream
     x = torch.randn(32768, generator=gen, device="cuda")
     ref = x.clone()
     side = torch.cuda.Stream()
     calls = backend.fast_calls()
     work = dist.all_reduce(x, group=group, async_op=True)
-    if backend.fast_calls() != calls:
-        raise AssertionError("an async all_reduce took a fast path on the caller's stream")
+    want_calls = list(calls)
+    if ws == 2 and has_lamport:
+        want_calls[lamport] += 1
+    if backend.fast_calls() != want_calls:
+        raise AssertionError(f"async all_reduce: fast calls {calls} -> {backend.fast_calls()}, want {want_calls}")
     with torch.cuda.stream(side):
         work.wait()
         total = x.double().sum()
@@ -407,7 +415,141 @@ def scenario_native(rank: int, ws: int, device: str) -> None:
     print(f"rank {rank}: {checks + 3} native-backend checks equal NCCL (fast calls {calls})")
 
 
-SCENARIOS = {"funcol": scenario_funcol, "fast_paths": scenario_fast_paths, "collectives": scenario_collectives,
+def scenario_lamport(rank: int, ws: int, device: str) -> None:
+    """CUDA only: smddp's Lamport one-shot kernel (forced) against NCCL: every dtype and op,
+    odd sizes, NaN, results bit-identical on every rank, hundreds of calls back to back without
+    a sync (slot rotation), dtypes mixed in one slot, async calls waited on other streams, two
+    issuing streams, CUDA graphs replayed between eager calls, and no peer wait timed out."""
+    from smdist_launcher.smddp import force_path, native_backend
+
+    group = dist.group.WORLD
+    backend = native_backend.native_backend_of(group)
+    if backend is None or not getattr(native_backend._module, "LAMPORT", False):
+        raise AssertionError(f"the native backend has no Lamport kernel: {native_backend.unavailable_reason()}")
+    nccl_pg = dist.new_group(backend="nccl")
+    gen = torch.Generator(device="cuda").manual_seed(500 + rank)
+    lamport = 4  # routing.NATIVE_PATH_CODES["lamport"]
+    checks = 0
+    force_path(group, "all_reduce", "lamport")
+
+    def same_on_every_rank(name: str, t: torch.Tensor) -> None:
+        everyone = torch.empty(ws * t.numel(), device="cuda", dtype=t.dtype)
+        dist.all_gather_into_tensor(everyone, t.contiguous().view(-1), group=nccl_pg)
+        if not all(torch.equal(c.view(torch.uint8), t.view(-1).view(torch.uint8))
+                   for c in everyone.chunk(ws)):
+            raise AssertionError(f"{name}: ranks disagree bit for bit")
+
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        for op in (R.SUM, R.AVG):
+            for n in (1, 7, 8, 1000, 1001, 4096, 65536 + 8, 262144 + 3, 1 << 21):
+                x = torch.randn(n, generator=gen, device="cuda").to(dtype)
+                a, b = x.clone(), x.clone()
+                calls = backend.fast_calls()[lamport]
+                dist.all_reduce(a, op=op, group=group)
+                dist.all_reduce(b, op=op, group=nccl_pg)
+                if backend.fast_calls()[lamport] != calls + 1:
+                    raise AssertionError(f"lamport {dtype} n={n}: the kernel did not run")
+                _close(f"lamport {dtype} n={n} {op}", a, b)
+                same_on_every_rank(f"lamport {dtype} n={n}", a)
+                checks += 1
+        # a NaN whose bits are the sentinel (all ones) still arrives, as a NaN
+        x = torch.ones(64, device="cuda", dtype=dtype)
+        if rank == ws - 1:
+            x.view(torch.int16 if dtype.itemsize == 2 else torch.int32)[5] = -1
+        dist.all_reduce(x, group=group)
+        if not (torch.isnan(x[5]) and torch.equal(x[6:], torch.full_like(x[6:], ws))):
+            raise AssertionError(f"lamport NaN {dtype}: {x[:8].tolist()}")
+        checks += 1
+    # non-contiguous and unaligned views, ops the kernel lacks: NCCL serves them, still correct
+    calls = backend.fast_calls()[lamport]
+    x = torch.randn(4097, generator=gen, device="cuda")
+    a, b = x.clone(), x.clone()
+    dist.all_reduce(a[1:], group=group)
+    dist.all_reduce(b[1:], group=nccl_pg)
+    _close("lamport offset view", a, b)
+    a, b = x.clone(), x.clone()
+    dist.all_reduce(a, op=R.MAX, group=group)
+    dist.all_reduce(b, op=R.MAX, group=nccl_pg)
+    if not torch.equal(a, b) or backend.fast_calls()[lamport] != calls:
+        raise AssertionError("lamport: MAX or an unaligned view took the kernel")
+    checks += 2
+    # many calls back to back, sizes and dtypes mixed, no sync in between: each slot is reused
+    # only when it is safe (a reuse too early shows as wrong sums)
+    inputs = [torch.randn(int(n), generator=gen, device="cuda").to(dt)
+              for n, dt in zip(torch.randint(1, 70000, (300,), generator=torch.Generator().manual_seed(9)).tolist(),
+                               [torch.float32, torch.bfloat16, torch.float16] * 100, strict=True)]
+    outs = [t.clone() for t in inputs]
+    for t in outs:
+        dist.all_reduce(t, group=group)
+    refs = [t.clone() for t in inputs]
+    for t in refs:
+        dist.all_reduce(t, group=nccl_pg)
+    for i, (o, r) in enumerate(zip(outs, refs, strict=True)):
+        _close(f"back-to-back call {i} ({o.dtype}, n={o.numel()})", o, r)
+    checks += len(outs)
+    # async: results waited on by a side stream and through the future; two issuing streams
+    side, other = torch.cuda.Stream(), torch.cuda.Stream()
+    xs = [torch.randn(20000 + i, generator=gen, device="cuda") for i in range(8)]
+    refs = [x.clone() for x in xs]
+    works = []
+    for i, x in enumerate(xs):
+        with torch.cuda.stream(other if i % 2 else torch.cuda.current_stream()):
+            if i % 2:
+                other.wait_stream(torch.cuda.default_stream())
+            works.append(dist.all_reduce(x, group=group, async_op=i % 3 != 0))
+    for w in works:
+        if w is not None:
+            with torch.cuda.stream(side):
+                w.wait()
+    torch.cuda.current_stream().wait_stream(other)
+    torch.cuda.current_stream().wait_stream(side)
+    for i, r in enumerate(refs):
+        dist.all_reduce(r, group=nccl_pg)
+        _close(f"async/two-stream call {i}", xs[i], r)
+    x = torch.randn(5000, generator=gen, device="cuda")
+    ref = x.clone()
+    fut = dist.all_reduce(x, op=R.AVG, group=group, async_op=True).get_future()
+    got = fut.wait()[0]
+    dist.all_reduce(ref, op=R.AVG, group=nccl_pg)
+    _close("async future", got, ref)
+    checks += len(xs) + 1
+    # CUDA graphs: one call captured alone (replays reuse its arguments: the slot must come from
+    # the device counter) and a chain of calls, each replayed between eager calls
+    for n_calls in (1, 6):
+        static = torch.zeros(12288, device="cuda", dtype=torch.bfloat16)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                dist.all_reduce(static, group=group)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(n_calls):
+                dist.all_reduce(static, group=group)
+                static.mul_(0.5)
+        for step in range(5):
+            fresh = torch.randn(static.numel(), generator=gen, device="cuda").to(static.dtype)
+            static.copy_(fresh)
+            graph.replay()
+            graph.replay()
+            eager = fresh.clone()
+            dist.all_reduce(eager, group=group)  # an eager call between replays
+            want = fresh.clone()
+            for _ in range(2 * n_calls):
+                dist.all_reduce(want, group=nccl_pg)
+                want.mul_(0.5)
+            _close(f"graph x{n_calls} replay {step}", static, want)
+            checks += 1
+    force_path(group, "all_reduce", None)
+    torch.cuda.synchronize()
+    if backend.lamport_timeouts() != 0:
+        raise AssertionError("a Lamport call timed out waiting for a peer")
+    print(f"rank {rank}: {checks} lamport checks equal NCCL (kernel calls {backend.fast_calls()[lamport]})")
+
+
+SCENARIOS = {"lamport": scenario_lamport,
+             "funcol": scenario_funcol, "fast_paths": scenario_fast_paths, "collectives": scenario_collectives,
              "ddp": scenario_ddp, "fsdp2": scenario_fsdp2, "native": scenario_native}
 
 

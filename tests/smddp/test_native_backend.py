@@ -60,7 +60,8 @@ def test_route_codes_match_the_cpp_enums() -> None:
     text = Path(src).read_text()
     enums = dict(re.findall(r"k(\w+) = (\d+)", text))
     assert {name: int(enums[cpp]) for name, cpp in (("nccl", "Nccl"), ("ce", "Ce"), ("one_shot", "OneShot"),
-                                                    ("two_shot", "TwoShot"))} == routing.NATIVE_PATH_CODES
+                                                    ("two_shot", "TwoShot"), ("lamport", "Lamport"))
+            } == routing.NATIVE_PATH_CODES
     assert {name: int(enums[cpp]) for name, cpp in (("all_reduce", "AllReduce"), ("all_gather", "AllGather"),
                                                     ("reduce_scatter", "ReduceScatter"))} == routing.NATIVE_COLL_CODES
 
@@ -80,3 +81,73 @@ def test_gpu_model_routes_override_the_default_table() -> None:
     assert h100.choose("all_gather", 2, 128 * routing.MiB) == "ce"
     assert h100.choose("all_gather", 2, 1 * routing.GiB) == "nccl"  # copy engines lost there on H100
     assert other.choose("all_gather", 2, 1 * routing.GiB) == "ce"
+
+
+def test_the_lamport_kernel_is_routed_only_when_built() -> None:
+    """Built with nvcc: 2-GPU AllReduce goes to smddp's own kernel; without it, torch's kernels."""
+    with_kernel = routing.Router(native=True, lamport=True)
+    without = routing.Router(native=True, lamport=False)
+    assert with_kernel.choose("all_reduce", 2, 8 * routing.KiB) == "lamport"
+    assert with_kernel.choose("all_reduce", 2, 1 * routing.GiB) == "nccl"
+    assert without.choose("all_reduce", 2, 8 * routing.KiB) in ("one_shot", "two_shot")
+    assert routing.Router(lamport=True).choose("all_reduce", 2, 8 * routing.KiB) == "nccl"  # the Python group
+    assert with_kernel.choose("all_reduce", 4, 8 * routing.KiB) == "nccl"  # 4 GPUs: not measured yet
+
+
+def test_lamport_buffer_size_follows_the_routes(monkeypatch) -> None:
+    monkeypatch.delenv("SMDDP_LAMPORT_BYTES", raising=False)
+    router = routing.Router(native=True, lamport=True)
+    largest = max(limit for limit, path in router.table[("all_reduce", 2)] if path == "lamport")
+    assert native_backend.lamport_region_bytes(router, 2) == -(-largest // 16) * 16
+    assert native_backend.lamport_region_bytes(router, 4) == 0  # no Lamport route: no buffer
+    assert native_backend.lamport_region_bytes(routing.Router(native=True), 2) == 0
+    monkeypatch.setenv("SMDDP_LAMPORT_BYTES", "1000")
+    assert native_backend.lamport_region_bytes(router, 4) == 1008  # forced calls on any size up to 8 ranks
+    assert native_backend.lamport_region_bytes(router, 16) == 0
+    monkeypatch.setenv("SMDDP_LAMPORT_BYTES", "4MB")
+    with pytest.raises(ValueError, match="SMDDP_LAMPORT_BYTES='4MB'"):
+        native_backend.lamport_region_bytes(router, 2)
+
+
+def test_the_extension_name_covers_both_sources_and_the_flag() -> None:
+    src = native_backend.source_path()
+    kernel = native_backend.native_source(native_backend.KERNEL_NAME)
+    assert src is not None and kernel is not None
+    with_kernel = native_backend.build_plan(src, kernel)
+    without = native_backend.build_plan(src, None)
+    assert with_kernel[0] != without[0]
+    assert "-DSMDDP_LAMPORT" in with_kernel[2] and "-DSMDDP_LAMPORT" not in without[2]
+    assert with_kernel[1] == [str(src), str(kernel)]
+
+
+def test_a_failed_kernel_build_still_gives_the_backend(fresh_loader, caplog) -> None:
+    """nvcc missing or failing: the backend is built from the C++ source alone, with one warning."""
+    built: list[Path | None] = []
+
+    def fake_build(src: Path, kernel: Path | None) -> object:
+        built.append(kernel)
+        if kernel is not None:
+            raise OSError("nvcc: not found")
+        return "cpp-only module"
+
+    fresh_loader.setattr(native_backend, "_build", fake_build)
+    with caplog.at_level(logging.WARNING, logger="smdist_launcher.smddp"):
+        assert native_backend.load() == "cpp-only module"
+    assert built[0] is not None and built[1] is None
+    assert native_backend.unavailable_reason() is None
+    assert any("Lamport AllReduce kernel did not build" in r.getMessage() and "nvcc: not found" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_the_lamport_kernel_can_be_left_out(fresh_loader) -> None:
+    built: list[Path | None] = []
+    fresh_loader.setenv("SMDDP_LAMPORT", "0")
+    fresh_loader.setattr(native_backend, "_build", lambda src, kernel: built.append(kernel) or "module")
+    assert native_backend.load() == "module" and built == [None]
+
+
+def test_lamport_rank_limit_matches_the_kernel() -> None:
+    kernel = native_backend.native_source(native_backend.KERNEL_NAME)
+    assert kernel is not None
+    match = re.search(r"constexpr int kMaxRanks = (\d+);", kernel.read_text())
+    assert match and int(match.group(1)) == native_backend.LAMPORT_MAX_RANKS

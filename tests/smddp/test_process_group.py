@@ -30,12 +30,16 @@ def test_ddp_fsdp2_and_functional_collectives_train_over_smddp(run_ranks) -> Non
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("world_size", [2, 4])
-def test_gpu_matches_nccl(run_ranks, world_size: int) -> None:
-    """The CPU matrix on CUDA tensors, every fast path forced against NCCL, DDP/FSDP2/funcol:
-    one launch per world size (process and NCCL start-up dominate on the device)."""
+def test_gpu_matches_nccl(run_ranks, monkeypatch, world_size: int) -> None:
+    """The CPU matrix on CUDA tensors, every fast path forced against NCCL (smddp's Lamport
+    kernel included), DDP/FSDP2/funcol: one launch per world size (process and NCCL start-up
+    dominate on the device)."""
     if _gpus() < world_size:
         pytest.skip(f"needs {world_size} CUDA GPUs, found {_gpus()}")
-    log = run_ranks("collectives,fast_paths,ddp,fsdp2,funcol,native", world_size, device="cuda", timeout=300)
+    monkeypatch.setenv("SMDDP_LAMPORT_BYTES", str(8 << 20))  # forced Lamport calls up to 8 MiB, any group size
+    monkeypatch.setenv("SMDDP_LAMPORT_TIMEOUT_S", "30")  # a lost peer store fails the test, not hangs it
+    log = run_ranks("lamport,collectives,fast_paths,ddp,fsdp2,funcol,native", world_size, device="cuda", timeout=300)
+    assert log.count("lamport checks equal NCCL") == world_size
     assert log.count("fast-path checks equal NCCL") == world_size
     assert log.count("DDP smddp == nccl") == world_size
     assert log.count("native-backend checks equal NCCL") == world_size

@@ -74,6 +74,12 @@ MATRIX = [  # name: worker arguments (AWS's modes: TP/delayed params/use_orig_pa
     ("tp2-fsdp2", ["--flow", "fsdp2"]), ("tp2-fsdp2-delayed", ["--flow", "fsdp2", "--delayed"]),
     ("tp1-hsd2-fsdp1", ["--tp", "1", "--hsd", "2"]),
 ]
+MATRIX_4 = [  # 4 ranks (--matrix all4): TP 4 (sequence parallelism over the sequence: batch 2 < 4), TP 2 x HSDP 2
+    ("tp4-fsdp1", ["--tp", "4"]), ("tp4-fsdp2", ["--tp", "4", "--flow", "fsdp2"]),
+    ("tp2-hsd2-fsdp1", ["--hsd", "2"]), ("tp2-hsd2-fsdp1-orig", ["--hsd", "2", "--orig-params"]),
+    ("tp2-hsd2-fsdp2", ["--hsd", "2", "--flow", "fsdp2"]),
+]
+SELECTIONS = {"all": MATRIX, "all4": MATRIX_4}
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -87,7 +93,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--orig-params", action="store_true", help="FSDP1 use_orig_params=True")
     ap.add_argument("--no-sp", action="store_true", help="transform without sequence parallelism")
     ap.add_argument("--fp32", action="store_true", help="no mixed precision (exact comparisons)")
-    ap.add_argument("--matrix", default="", help="comma-separated MATRIX names (or 'all') run one after another")
+    ap.add_argument("--matrix", default="",
+                    help="comma-separated MATRIX names (or 'all', 'all4') run one after another")
     return ap.parse_args(argv)
 
 
@@ -204,10 +211,11 @@ def main() -> None:
     if not args.matrix:
         emit({"check": "train", "losses": run(args, device), **vars(args)})
     else:
-        names = [n for n, _ in MATRIX] if args.matrix == "all" else args.matrix.split(",")
+        known = dict(MATRIX + MATRIX_4)
+        names = [n for n, _ in SELECTIONS[args.matrix]] if args.matrix in SELECTIONS else args.matrix.split(",")
         extra = ["--model", args.model, *(["--flash"] if args.flash else []), *(["--fp32"] if args.fp32 else [])]
         for name in names:
-            case = parse([*extra, *dict(MATRIX)[name]])
+            case = parse([*extra, *known[name]])
             t0 = time.perf_counter()
             try:
                 row = {"check": name, "ok": True, "losses": run(case, device)}

@@ -1,10 +1,12 @@
 """The native smddp backend (native/smddp/smddp_backend.cpp): build, load, create.
 
-On a machine with CUDA, ``init_process_group("smddp")`` gets a C++ ``c10d::Backend`` that runs the
-symmetric-memory AllReduce without per-call Python and delegates everything else to an inner
-ProcessGroupNCCL (CUDA) or the Python gloo path (CPU). It is compiled on first use with torch's C++
-extension tooling (``torch.utils.cpp_extension.load``, about a minute), cached per torch version and
-source hash under ``$SMDDP_NATIVE_CACHE`` (default ``~/.cache/smdist_launcher/native``).
+On a machine with CUDA, ``init_process_group("smddp")`` gets a C++ ``c10d::Backend`` that runs
+smddp's own Lamport one-shot AllReduce kernel (lamport_allreduce.cu) and torch's symmetric-memory
+AllReduce without per-call Python and delegates everything else to an inner ProcessGroupNCCL (CUDA)
+or the Python gloo path (CPU). It is compiled on first use with torch's C++ extension tooling
+(``torch.utils.cpp_extension.load``, about a minute), cached per torch version and source hash under
+``$SMDDP_NATIVE_CACHE`` (default ``~/.cache/smdist_launcher/native``). Without nvcc the backend is
+built from the C++ source alone (no Lamport kernel: those sizes use torch's kernels or NCCL).
 No compiler, a failed build or ``SMDDP_NATIVE_BACKEND=0``: one warning with the reason, and the
 Python process group (process_group.SmddpProcessGroup) serves, as before.
 """
@@ -28,6 +30,7 @@ from .routing import Router, native_route_codes
 log = logging.getLogger("smdist_launcher.smddp")
 
 SOURCE_NAME = "smddp_backend.cpp"
+KERNEL_NAME = "lamport_allreduce.cu"
 _module: ModuleType | None = None
 _reason: str | None = None
 
@@ -36,18 +39,26 @@ def source_path() -> Path | None:
     return native_source(SOURCE_NAME)
 
 
-def _build(src: Path) -> ModuleType:
+def build_plan(src: Path, kernel: Path | None) -> tuple[str, list[str], list[str]]:
+    """(extension name, sources, C++ flags): the name changes with every source byte and torch."""
+    sources = [src] + ([kernel] if kernel is not None else [])
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + torch.__version__.encode()).hexdigest()[:12]
+    flags = ["-O2"] + (["-DSMDDP_LAMPORT"] if kernel is not None else [])
+    return f"smddp_backend_{digest}", [str(p) for p in sources], flags
+
+
+def _build(src: Path, kernel: Path | None) -> ModuleType:
     from torch.utils import cpp_extension  # imported here: slow, and only machines with CUDA need it
 
-    digest = hashlib.sha256(src.read_bytes() + torch.__version__.encode()).hexdigest()[:12]
-    name = f"smddp_backend_{digest}"
+    name, sources, flags = build_plan(src, kernel)
     build_dir = _cache_dir() / name
     build_dir.mkdir(parents=True, exist_ok=True)
     if not any(build_dir.glob(f"{name}*.so")):
-        log.warning("smddp: building the native backend from %s (first use only, about a minute)", src)
+        log.warning("smddp: building the native backend from %s (first use only, about a minute)", ", ".join(sources))
     # load() takes a file lock in build_dir, so ranks starting together build once.
     return cpp_extension.load(
-        name=name, sources=[str(src)], build_directory=str(build_dir), extra_cflags=["-O2"], verbose=False
+        name=name, sources=sources, build_directory=str(build_dir), extra_cflags=flags,
+        extra_cuda_cflags=["-O3"], verbose=False,
     )
 
 
@@ -57,7 +68,16 @@ def load() -> ModuleType | None:
     if _module is not None or _reason is not None:
         return _module
     try:
-        _module = _build(enabled_source("SMDDP_NATIVE_BACKEND", SOURCE_NAME))
+        src = enabled_source("SMDDP_NATIVE_BACKEND", SOURCE_NAME)
+        kernel = native_source(KERNEL_NAME) if os.environ.get("SMDDP_LAMPORT", "1") != "0" else None
+        try:
+            _module = _build(src, kernel)
+        except Exception as exc:  # nvcc missing or failing: the backend without the kernel
+            if kernel is None:
+                raise
+            log.warning("smddp: the Lamport AllReduce kernel did not build (%s); building the backend without it",
+                        f"{type(exc).__name__}: {str(exc).strip()[-400:]}")
+            _module = _build(src, None)
     except Exception as exc:  # noqa: BLE001  any build failure (compiler, ninja, headers) means: fall back
         _reason = f"{type(exc).__name__}: {str(exc).strip()[-400:]}"
         log.warning("smddp: native backend unavailable (%s); using the Python process group", _reason)
@@ -72,8 +92,10 @@ class NativeHelper:
     """What the C++ backend calls Python for, off the per-call path: the CPU (gloo) path, the
     one-time collective set-up of the symmetric buffers, the copy-engine AllGather, barrier."""
 
-    def __init__(self, store: dist.Store, rank: int, size: int, timeout: timedelta) -> None:
+    def __init__(self, store: dist.Store, rank: int, size: int, timeout: timedelta, lamport_bytes: int = 0) -> None:
         self.store, self.rank, self.size, self.timeout = store, rank, size, timeout
+        self.lamport_bytes = lamport_bytes  # largest Lamport AllReduce (0: none)
+        self._lamport: tuple[Any, ...] | None = None
         self.cpu = GlooPath(store, rank, size, timeout)
         self._state: str | None = None  # None = not decided, "on", or why the fast paths are off
         self._pair: Any = None
@@ -127,6 +149,22 @@ class NativeHelper:
             self._scratch = torch.empty(2 * pair.capacity, dtype=torch.uint8, device=pair.buffers[0].device)
         return self.symm_name, pair.buffers[0], pair.buffers[1], self._scratch
 
+    def lamport_buffers(self, device_index: int, group_uid: str) -> tuple[Any, ...] | None:
+        """(this rank's buffer, every rank's buffer address, region bytes, timeout in s) for the
+        Lamport kernel, or None when it cannot run here. Collective (first Lamport call)."""
+        device = torch.device("cuda", device_index)
+        if self.lamport_bytes <= 0 or self.size > LAMPORT_MAX_RANKS or not self._ready(device, group_uid):
+            return None
+        from .symm_buffers import lamport_buffer
+
+        buffer, handle, peers = lamport_buffer(self.symm_name, device, self.size, self.lamport_bytes)
+        # Every rank's sentinel fill is done before any peer's first store lands.
+        torch.cuda.synchronize(device)
+        self.cpu.pg.barrier(dist.BarrierOptions()).wait()
+        self._lamport = (buffer, handle)  # the rendezvous keeps the peers' mappings alive
+        timeout_s = float(os.environ.get("SMDDP_LAMPORT_TIMEOUT_S", self.timeout.total_seconds()))
+        return buffer, peers, self.lamport_bytes, timeout_s
+
     def allgather_ce(self, output: torch.Tensor, input: torch.Tensor, group_uid: str) -> bool:
         from .fast_allgather import CopyEngineAllGather
 
@@ -147,9 +185,30 @@ def create(module: ModuleType, store: dist.Store, rank: int, size: int, timeout:
     options = dist.ProcessGroupNCCL.Options()
     options._timeout = timeout
     nccl = dist.ProcessGroupNCCL(dist.PrefixStore("smddp/nccl/", store), rank, size, options)
-    helper = NativeHelper(store, rank, size, timeout)
-    router = Router(native=True, gpu=torch.cuda.get_device_name())
+    router = Router(native=True, gpu=torch.cuda.get_device_name(), lamport=bool(getattr(module, "LAMPORT", False)))
+    helper = NativeHelper(store, rank, size, timeout, lamport_region_bytes(router, size))
     return module.SmddpBackend(rank, size, nccl, helper, native_route_codes(router, size))
+
+
+LAMPORT_MAX_RANKS = 8  # lamport_allreduce.cu: kMaxRanks
+
+
+def lamport_region_bytes(router: Router, group_size: int) -> int:
+    """Bytes each rank reserves per peer and slot for the Lamport kernel: the largest size the
+    routes send to it (``SMDDP_LAMPORT_BYTES`` overrides, e.g. to force larger sizes onto it),
+    rounded up to 16. The buffer is 2 x group_size x this."""
+    env = os.environ.get("SMDDP_LAMPORT_BYTES", "").strip()
+    if env:
+        try:
+            wanted = int(env)
+        except ValueError:
+            raise ValueError(f"SMDDP_LAMPORT_BYTES={env!r}: expected a number of bytes, e.g. 4194304") from None
+    else:
+        wanted = max((limit for limit, path in router.table.get(("all_reduce", group_size), ()) if path == "lamport"),
+                     default=0)
+    if group_size < 2 or group_size > LAMPORT_MAX_RANKS:
+        return 0
+    return -(-max(wanted, 0) // 16) * 16
 
 
 def native_backend_of(group: Any) -> Any:

@@ -20,7 +20,7 @@ MiB = 1024 * KiB
 GiB = 1024 * MiB
 UNBOUNDED = 1 << 62
 
-PATHS = ("nccl", "ce", "one_shot", "two_shot")
+PATHS = ("nccl", "ce", "one_shot", "two_shot", "lamport")
 
 # (collective, group size) -> [(largest size in bytes, path), ...] ascending; first match wins.
 Route = list[tuple[int, str]]
@@ -45,6 +45,16 @@ NATIVE_ROUTES: dict[tuple[str, int], Route] = {
     ("all_reduce", 2): [(2 * MiB, "one_shot"), (4 * MiB, "two_shot")],
 }
 
+# With smddp's own Lamport one-shot kernel (native/smddp/lamport_allreduce.cu; the backend built
+# with nvcc): no barrier step and no per-call allocation, asynchronous calls (DDP buckets) too.
+# 2x H100 (docs/benchmarks.md, 2026-11-27 18:29 and 18:38 UTC, two runs): 8 KiB-4 MiB eager
+# 11-22 us against NCCL's 28-60 us, in a CUDA graph 5-20 us against 10-37 us; 16 MiB 1.04-1.11x
+# NCCL's busbw; 32 MiB 0.88-0.91x and 64 MiB 0.81x (one-shot moves ~6x the tensor through HBM):
+# NCCL from there. Not measured on 4+ GPUs: NCCL.
+LAMPORT_ROUTES: dict[tuple[str, int], Route] = {
+    ("all_reduce", 2): [(16 * MiB, "lamport")],
+}
+
 # Per GPU model, where the copy-engine AllGather measured differently from the H200 table above:
 # on 2x H100 the copy engines peaked at ~246 GB/s busbw against NCCL's 253-264 GB/s from 512 MiB
 # (0.93-0.96x) and won only at 64-128 MiB (1.00-1.04x).
@@ -54,7 +64,7 @@ GPU_ROUTES: dict[str, dict[tuple[str, int], Route]] = {
 
 # Codes the C++ backend uses (smddp_backend.cpp: enum Coll, enum Path).
 NATIVE_COLL_CODES = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2}
-NATIVE_PATH_CODES = {"nccl": 0, "ce": 1, "one_shot": 2, "two_shot": 3}
+NATIVE_PATH_CODES = {"nccl": 0, "ce": 1, "one_shot": 2, "two_shot": 3, "lamport": 4}
 
 
 def _load_overrides() -> dict[tuple[str, int], Route]:
@@ -84,9 +94,12 @@ class Router:
     """Picks a path per call; ``force`` pins one collective to one path (benchmarks, tests)."""
 
     def __init__(
-        self, table: dict[tuple[str, int], Route] | None = None, native: bool = False, gpu: str = ""
+        self, table: dict[tuple[str, int], Route] | None = None, native: bool = False, gpu: str = "",
+        lamport: bool = False,
     ) -> None:
         self.table = dict(NATIVE_ROUTES if native else DEFAULT_ROUTES)
+        if native and lamport:
+            self.table.update(LAMPORT_ROUTES)
         for model, routes in GPU_ROUTES.items():
             if model in gpu:  # gpu: torch.cuda.get_device_name(), e.g. "NVIDIA H100 80GB HBM3"
                 self.table.update(routes)

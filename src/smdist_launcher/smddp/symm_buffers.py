@@ -96,3 +96,15 @@ class GrowingPair:
             self.pair = None  # free the old buffers before taking the new ones
             self.pair = SymmBufferPair(self.group_name, self.device, capacity, self.world_size)
         return self.pair
+
+
+def lamport_buffer(group_name: str, device: torch.device, world_size: int, region_bytes: int) -> tuple[Any, ...]:
+    """The Lamport kernel's buffer (native/smddp/lamport_allreduce.cu): 2 slots x world_size
+    regions of region_bytes, every byte 0xFF (the "not arrived" sentinel). Returns (buffer,
+    rendezvous handle, every rank's buffer address in this process). Collective."""
+    symm_mem = _symm_mem()
+    buffer = symm_mem.empty(2 * world_size * region_bytes, dtype=torch.uint8, device=device)
+    buffer.fill_(255)
+    handle = symm_mem.rendezvous(buffer, group_name)
+    peers = [handle.get_buffer(p, (buffer.numel(),), torch.uint8, 0).data_ptr() for p in range(world_size)]
+    return buffer, handle, peers

@@ -2,14 +2,18 @@
 
 Inside a transformer block the activations stay plain tensors: one c10d collective per boundary, no DTensor
 dispatch per op (that host-side dispatch made DTensor tensor parallelism slower than no tensor parallelism).
+Under ``torch.compile`` (a script compiling its blocks, torchtitan's way) the same functions emit functional
+collectives, which Dynamo traces; eagerly they call c10d directly (less host work per call). Along dimension 0
+(sequence parallelism split over the batch) the gathered/scattered chunks are contiguous: no ``cat``/``chunk``
+copies.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
 from torch.autograd import Function
 
 
@@ -25,7 +29,21 @@ def _divisible_size(x: torch.Tensor, dim: int, group: Any) -> int:
     return n
 
 
+def _compiling() -> bool:
+    return torch.compiler.is_compiling()
+
+
+def all_reduce(x: torch.Tensor, group: Any) -> torch.Tensor:
+    if _compiling():
+        return funcol.all_reduce(x, "sum", group)
+    x = x.contiguous()
+    dist.all_reduce(x, group=group)
+    return x
+
+
 def all_gather_dim(x: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
+    if _compiling():
+        return funcol.all_gather_tensor(x.contiguous(), dim, group)
     n = _size(group)
     x = x.contiguous()
     out = x.new_empty((n * x.shape[0], *x.shape[1:]))
@@ -37,6 +55,8 @@ def all_gather_dim(x: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
 
 def reduce_scatter_dim(x: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
     n = _divisible_size(x, dim, group)
+    if _compiling():
+        return funcol.reduce_scatter_tensor(x.contiguous(), "sum", dim, group)
     stacked = x.contiguous() if dim == 0 else torch.cat(x.chunk(n, dim=dim), dim=0)
     out = x.new_empty((stacked.shape[0] // n, *stacked.shape[1:]))
     dist.reduce_scatter_tensor(out, stacked, group=group)  # chunks stacked along 0: rank r gets chunk r
@@ -45,7 +65,7 @@ def reduce_scatter_dim(x: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
 
 def split_dim(x: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
     n = _divisible_size(x, dim, group)
-    return x.chunk(n, dim=dim)[dist.get_rank(group)].contiguous()
+    return x.chunk(n, dim=dim)[dist.get_rank(group)].contiguous()  # dim 0: a view, no copy
 
 
 class CopyToTP(Function):
@@ -58,9 +78,33 @@ class CopyToTP(Function):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        grad = grad.contiguous()
-        dist.all_reduce(grad, group=ctx.group)
-        return grad, None
+        return all_reduce(grad, ctx.group), None
+
+
+class CopyToTPGrouped(Function):
+    """``CopyToTP`` for several tensors at once: one all-reduce of their flattened gradients (per dtype) instead of
+    one per tensor. For the parameters whose gradients are partial sums under sequence parallelism (the norms'
+    weights and biases, row-parallel biases): a block's worth in one collective. Gradients of outputs the forward
+    did not use stay None (the same on every TP rank: they run the same code)."""
+
+    @staticmethod
+    def forward(ctx: Any, group: Any, *xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        ctx.group = group
+        ctx.set_materialize_grads(False)
+        return tuple(x.view_as(x) for x in xs)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+        out: list[torch.Tensor | None] = list(grads)
+        by_dtype: dict[torch.dtype, list[tuple[int, torch.Tensor]]] = {}
+        for i, g in enumerate(grads):
+            if g is not None:
+                by_dtype.setdefault(g.dtype, []).append((i, g))
+        for present in by_dtype.values():
+            flat = all_reduce(torch.cat([g.reshape(-1) for _, g in present]), ctx.group)
+            for (i, g), piece in zip(present, flat.split([g.numel() for _, g in present]), strict=True):
+                out[i] = piece.view_as(g)
+        return (None, *out)
 
 
 class ReduceFromTP(Function):
@@ -68,56 +112,63 @@ class ReduceFromTP(Function):
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:
-        x = x.contiguous()
-        dist.all_reduce(x, group=group)
-        return x
+        return all_reduce(x, group)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         return grad, None
 
 
-class _DimCollective(Function):
-    """A pair of collectives along ``dim``: ``_forward`` on the input, ``_backward`` on its gradient."""
-
-    _forward: Callable[[torch.Tensor, int, Any], torch.Tensor]
-    _backward: Callable[[torch.Tensor, int, Any], torch.Tensor]
-
-    @classmethod
-    def forward(cls, ctx: Any, x: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
-        ctx.dim, ctx.group = dim, group
-        return cls._forward(x, dim, group)
-
-    @classmethod
-    def backward(cls, ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        return cls._backward(grad, ctx.dim, ctx.group), None, None
-
-
-class GatherFromSP(_DimCollective):
-    """Forward: all-gather the sequence-sharded input along ``dim``. Backward: reduce-scatter (the consumers hold
+# One class per pair with static methods (Dynamo traces autograd.Function static methods, not classmethods).
+class GatherFromSP(Function):
+    """Forward: all-gather the sequence-parallel chunks along ``dim``. Backward: reduce-scatter (the consumers hold
     partial gradients)."""
 
-    _forward = staticmethod(all_gather_dim)
-    _backward = staticmethod(reduce_scatter_dim)
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
+        ctx.dim, ctx.group = dim, group
+        return all_gather_dim(x, dim, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        return reduce_scatter_dim(grad, ctx.dim, ctx.group), None, None
 
 
-class ReduceScatterToSP(_DimCollective):
-    """Forward: sum partial results and keep this rank's sequence chunk. Backward: all-gather."""
+class ReduceScatterToSP(Function):
+    """Forward: sum partial results and keep this rank's chunk along ``dim``. Backward: all-gather."""
 
-    _forward = staticmethod(reduce_scatter_dim)
-    _backward = staticmethod(all_gather_dim)
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
+        ctx.dim, ctx.group = dim, group
+        return reduce_scatter_dim(x, dim, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        return all_gather_dim(grad, ctx.dim, ctx.group), None, None
 
 
-class SplitToSP(_DimCollective):
+class SplitToSP(Function):
     """Forward: keep this rank's chunk of a replicated tensor. Backward: all-gather the chunks' gradients."""
 
-    _forward = staticmethod(split_dim)
-    _backward = staticmethod(all_gather_dim)
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
+        ctx.dim, ctx.group = dim, group
+        return split_dim(x, dim, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        return all_gather_dim(grad, ctx.dim, ctx.group), None, None
 
 
-class GatherToReplicated(_DimCollective):
+class GatherToReplicated(Function):
     """Forward: all-gather along ``dim`` into a tensor every rank then uses alike (replicated compute follows).
     Backward: keep this rank's chunk of the (identical) gradient."""
 
-    _forward = staticmethod(all_gather_dim)
-    _backward = staticmethod(split_dim)
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
+        ctx.dim, ctx.group = dim, group
+        return all_gather_dim(x, dim, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        return split_dim(grad, ctx.dim, ctx.group), None, None

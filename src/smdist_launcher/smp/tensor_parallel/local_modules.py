@@ -7,10 +7,16 @@ the local shards and runs plain matmuls with one explicit collective per boundar
 - column-parallel projections (q/k/v, MLP up/gate): weight and bias sharded on the output dimension;
 - row-parallel projections (attention output, MLP down): weight sharded on the input dimension, the partial
   outputs summed (all-reduce; with sequence parallelism reduce-scattered over the sequence);
-- sequence parallelism: the residual stream between blocks is split over the sequence; each block norm runs on
-  its chunk and all-gathers its output; norm weights get their gradients summed over the TP ranks;
-  the first block splits its input and the last block gathers its output, so masks, positions, the final norm
-  and the loss see the whole sequence as the model's own code expects;
+- sequence parallelism: the residual stream between blocks is split over the tokens; each block norm runs on
+  its chunk and all-gathers its output; the first block splits its input and the last block gathers its output,
+  so masks, positions, the final norm and the loss see the whole batch as the model's own code expects. The
+  split is over the batch (dimension 0: contiguous chunks, no cat/chunk copies) when the batch divides by the TP
+  degree, else over the sequence (batch 1, long context): norms, residual adds and dropout act per token, so
+  which tokens a rank holds does not matter as long as split, gather and reduce-scatter agree (the first block
+  decides per forward, ``SPLayout``);
+- the parameters whose gradients are partial sums under sequence parallelism (norm weights/biases, row-parallel
+  biases) go through one ``CopyToTPGrouped`` per block: one all-reduce of the block's flattened partial gradients
+  inside backward, before the block's gradients reach FSDP (FSDP1, FSDP2, gradient accumulation unchanged);
 - vocabulary-parallel embedding and LM head (rows of the vocabulary per rank; logits all-gathered).
 
 The host runs a handful of Python calls per block instead of DTensor's dispatch and redistribution per op.
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -28,17 +35,70 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel
 
-from .collectives import CopyToTP, GatherFromSP, GatherToReplicated, ReduceFromTP, ReduceScatterToSP, SplitToSP
+from .collectives import (
+    CopyToTP,
+    CopyToTPGrouped,
+    GatherFromSP,
+    GatherToReplicated,
+    ReduceFromTP,
+    ReduceScatterToSP,
+    SplitToSP,
+)
 
 SEQ_DIM = 1  # batch-first activations (Hugging Face, torchtitan)
+BATCH_DIM = 0
 TP_ATTR = "_smp_tp"
+BLOCK_ATTR = "_smp_tp_block"
+
+
+@dataclass
+class TPOptions:
+    """Switches for the benchmark's ablation (both on by default; each off gives the earlier behaviour)."""
+
+    batch_split_sp: bool = True  # sequence parallelism over the batch dimension when it divides
+    grouped_partial_grads: bool = True  # one all-reduce per block for the partial gradients, not one per tensor
+
+
+OPTIONS = TPOptions()
+
+
+class SPLayout:
+    """Which dimension the residual stream is split along in the current forward, and the full (batch, seq) shape:
+    set by the first block's input split, read by every norm gather and row reduce-scatter of the model (their
+    autograd functions keep the dimension for backward). Shared by every module of one transformed model."""
+
+    def __init__(self) -> None:
+        self.dim = SEQ_DIM
+        self.full: tuple[int, int] | None = None
+
+    def choose(self, x: torch.Tensor, size: int) -> int:
+        self.dim = BATCH_DIM if OPTIONS.batch_split_sp and x.shape[0] % size == 0 else SEQ_DIM
+        self.full = (x.shape[0], x.shape[1])
+        return self.dim
+
+    def gather_dim(self, chunk: torch.Tensor, size: int) -> int:
+        """The split dimension, checked against the chunk (an activation-checkpoint recompute after a forward of
+        another shape would otherwise gather along the wrong dimension)."""
+        if self.full is not None:
+            b, s = chunk.shape[0], chunk.shape[1]
+            expected = (b * size, s) if self.dim == BATCH_DIM else (b, s * size)
+            if expected != self.full:
+                raise RuntimeError(f"smp: sequence-parallel chunk of shape {tuple(chunk.shape)} does not match this "
+                                   f"forward's batch {self.full} split along dimension {self.dim} (a recompute "
+                                   "after a forward of another batch shape?)")
+        return self.dim
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SPLayout:
+        return self
 
 
 class TPInfo:
     """What a swapped module's forward needs; shared by reference (deepcopy keeps the process group)."""
 
-    def __init__(self, group: Any, rank: int, size: int, sp: bool, copy_input: bool = False) -> None:
+    def __init__(self, group: Any, rank: int, size: int, sp: bool, copy_input: bool = False,
+                 layout: SPLayout | None = None) -> None:
         self.group, self.rank, self.size, self.sp, self.copy_input = group, rank, size, sp, copy_input
+        self.layout = layout or SPLayout()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> TPInfo:
         return self
@@ -62,11 +122,14 @@ def _col_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
 def _row_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     info = _info(self)
     y = F.linear(x, local(self.weight))
-    y = ReduceScatterToSP.apply(y, SEQ_DIM, info.group) if info.sp else ReduceFromTP.apply(y, info.group)
+    if info.sp:
+        y = ReduceScatterToSP.apply(y, info.layout.dim, info.group)
+    else:
+        y = ReduceFromTP.apply(y, info.group)
     if self.bias is not None:
-        bias = local(self.bias)
-        # With sequence parallelism each rank adds the bias to its chunk only: its gradient is partial.
-        y = y + (CopyToTP.apply(bias, info.group) if info.sp else bias)
+        # With sequence parallelism each rank adds the bias to its chunk only: its gradient is partial, summed
+        # over the TP ranks by the block's CopyToTPGrouped (the block's pre-forward hook put it in place).
+        y = y + local(self.bias)
     return y
 
 
@@ -117,19 +180,66 @@ def _restore(module: nn.Module, name: str, saved: tuple[str, Any]) -> None:
 
 
 def _sp_norm_forward(base: type[nn.Module], self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    # The norm sees this rank's chunk of the tokens: its parameters' gradients are partial sums, summed over the
+    # TP ranks by the block's CopyToTPGrouped (put in place by the block's pre-forward hook).
     info = _info(self)
-    saved = []
-    for name in _PARAM_NAMES:
-        t = getattr(self, name, None)
-        if isinstance(t, torch.Tensor):
-            # The norm sees this rank's chunk of the sequence: its parameters' gradients are partial sums.
-            saved.append((name, _swap_tensor(self, name, CopyToTP.apply(local(t), info.group))))
-    try:
-        out = base.forward(self, *args, **kwargs)
-    finally:
-        for name, old in reversed(saved):
-            _restore(self, name, old)
-    return GatherFromSP.apply(out, SEQ_DIM, info.group)
+    out = base.forward(self, *args, **kwargs)
+    return GatherFromSP.apply(out, info.layout.gather_dim(out, info.size), info.group)
+
+
+class BlockTP:
+    """A block's tensor-parallel parameters. Its forward pre-hook puts plain tensors where the block's modules read
+    their parameters: the local shard of each DTensor parameter, and the partial-gradient parameters (SP norms,
+    row-parallel biases) through one ``CopyToTPGrouped``; the forward hook (always called) puts the originals
+    back before FSDP reshards. Inside the block's forward no DTensor is left (what ``torch.compile`` needs).
+    Which modules hold them is found by walking the block once (through any FSDP/checkpoint wrapper inside) and
+    kept while the hook sees the same block object."""
+
+    def __init__(self, group: Any) -> None:
+        self.group = group
+        self._block: nn.Module | None = None
+        self.partial: list[tuple[nn.Module, str]] = []
+        self.sharded: list[tuple[nn.Module, str]] = []
+        self.saved: list[list[tuple[nn.Module, str, tuple[str, Any]]]] = []
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> BlockTP:
+        return BlockTP(self.group)  # finds the copy's modules at its first forward
+
+    def _resolve(self, block: nn.Module) -> None:
+        partial: list[tuple[nn.Module, str]] = []
+        sharded: list[tuple[nn.Module, str]] = []
+        for mod in block.modules():
+            role = getattr(type(mod), "_smp_tp_role", "")
+            if role == "sp_norm":
+                partial += [(mod, n) for n in _PARAM_NAMES if isinstance(getattr(mod, n, None), torch.Tensor)]
+            elif role == "row" and _info(mod).sp and isinstance(getattr(mod, "bias", None), torch.Tensor):
+                partial.append((mod, "bias"))
+            sharded += [(mod, n) for n in _SHARDED_PARAMS.get(role, ())
+                        if isinstance(getattr(mod, n, None), torch.Tensor)]
+        self._block, self.partial, self.sharded = block, partial, sharded
+
+    def pre_forward(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self._block is not module:
+            self._resolve(module)
+        swaps: list[tuple[nn.Module, str, tuple[str, Any]]] = []
+        pieces = [(m, n, t) for m, n in self.partial if isinstance(t := getattr(m, n, None), torch.Tensor)]
+        if pieces:
+            tensors = [local(t) for _, _, t in pieces]
+            if OPTIONS.grouped_partial_grads:
+                copies = CopyToTPGrouped.apply(self.group, *tensors)
+            else:
+                copies = [CopyToTP.apply(t, self.group) for t in tensors]
+            swaps += [(m, n, _swap_tensor(m, n, c)) for (m, n, _), c in zip(pieces, copies, strict=True)]
+        for m, n in self.sharded:
+            t = getattr(m, n, None)
+            if isinstance(t, DTensor):
+                swaps.append((m, n, _swap_tensor(m, n, t.to_local())))
+        self.saved.append(swaps)
+
+    def post_forward(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+        if self.saved:
+            for m, n, old in reversed(self.saved.pop()):
+                _restore(m, n, old)
 
 
 _CLASSES: dict[tuple[type[nn.Module], str], type[nn.Module]] = {}
@@ -200,6 +310,7 @@ def apply(model: nn.Module, styles: dict[str, Any], blocks: list[str], sequence_
           mesh: DeviceMesh) -> bool:
     """Parallelize ``model`` in place after an inferred plan; returns whether sequence parallelism is on."""
     group, rank, size = mesh.get_group(), mesh.get_local_rank(), mesh.size()
+    layout = SPLayout()  # one per model: the first block's split decides for every module
     sp_norms = [n for n, s in styles.items() if isinstance(s, SequenceParallel) and _block_of(n, blocks)]
     # Sequence parallelism needs every block's attention/MLP input to come out of a norm we gather.
     sp = sequence_parallel and bool(blocks) and "" not in blocks and len(sp_norms) >= len(blocks)
@@ -212,7 +323,7 @@ def apply(model: nn.Module, styles: dict[str, Any], blocks: list[str], sequence_
             sharder.shard(mod, "weight", 0)
             sharder.shard(mod, "bias", 0)
             if block is None and blocks:
-                _set_role(mod, "head", TPInfo(group, rank, size, sp))
+                _set_role(mod, "head", TPInfo(group, rank, size, sp, layout=layout))
             else:
                 parent = name.rpartition(".")[0]
                 in_module = block is not None and parent != block
@@ -226,16 +337,17 @@ def apply(model: nn.Module, styles: dict[str, Any], blocks: list[str], sequence_
             _set_role(mod, "embed", TPInfo(group, rank, size, sp))
         elif isinstance(style, RowwiseParallel) and isinstance(mod, nn.Linear):
             sharder.shard(mod, "weight", 1)
-            _set_role(mod, "row", TPInfo(group, rank, size, sp and block is not None))
+            _set_role(mod, "row", TPInfo(group, rank, size, sp and block is not None, layout=layout))
         elif isinstance(style, SequenceParallel) and sp and block is not None:
-            _set_role(mod, "sp_norm", TPInfo(group, rank, size, sp))
+            _set_role(mod, "sp_norm", TPInfo(group, rank, size, sp, layout=layout))
     for parent in sorted(copy_parents):
         info = TPInfo(group, rank, size, sp)
         mod = model.get_submodule(parent)
         mod.register_forward_pre_hook(
             functools.partial(_copy_input_hook, info, parent), with_kwargs=True)
+    _install_block_hooks(model, blocks, group)
     if sp:
-        info = TPInfo(group, rank, size, sp)
+        info = TPInfo(group, rank, size, sp, layout=layout)
         model.get_submodule(blocks[0]).register_forward_pre_hook(
             functools.partial(_split_input_hook, info, blocks[0]), with_kwargs=True)
         model.get_submodule(blocks[-1]).register_forward_hook(functools.partial(_gather_output_hook, info))
@@ -250,11 +362,27 @@ def _copy_input_hook(info: TPInfo, where: str, module: nn.Module, args: tuple[An
 
 def _split_input_hook(info: TPInfo, where: str, module: nn.Module, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    return _hidden_arg(args, kwargs, lambda t: SplitToSP.apply(t, SEQ_DIM, info.group), where)
+    def split(t: torch.Tensor) -> torch.Tensor:
+        return SplitToSP.apply(t, info.layout.choose(t, info.size), info.group)
+    return _hidden_arg(args, kwargs, split, where)
 
 
 def _gather_output_hook(info: TPInfo, module: nn.Module, args: tuple[Any, ...], output: Any) -> Any:
-    return _first_output(output, lambda t: GatherToReplicated.apply(t, SEQ_DIM, info.group))
+    return _first_output(output, lambda t: GatherToReplicated.apply(t, info.layout.gather_dim(t, info.size),
+                                                                     info.group))
+
+
+def _install_block_hooks(model: nn.Module, blocks: list[str], group: Any) -> None:
+    """One ``BlockTP`` per block holding TP modules; its hooks go first among the block's own (FSDP2, registered
+    later with prepend=True, still unshards before and reshards after them)."""
+    for block in blocks:
+        bmod = model.get_submodule(block)
+        if not any(hasattr(m, TP_ATTR) for m in bmod.modules()):
+            continue
+        tp = BlockTP(group)
+        setattr(bmod, BLOCK_ATTR, tp)
+        bmod.register_forward_pre_hook(tp.pre_forward, with_kwargs=True)
+        bmod.register_forward_hook(tp.post_forward, with_kwargs=True, always_call=True)
 
 
 _SHARDED_PARAMS = {"col": ("weight", "bias"), "head": ("weight", "bias"), "row": ("weight",), "embed": ("weight",)}

@@ -1,0 +1,56 @@
+"""tsm.transform's local tensor parallelism on 2 CPU ranks (gloo, tests/smp/tp_local_modules_worker.py).
+
+Sequence parallelism splits the batch when it divides by the TP degree (no cat/chunk copies), the sequence
+otherwise; the partial gradients of a block (norms, row-parallel biases) take one all-reduce, not one per tensor;
+both stay exact against one process under FSDP2 and FSDP1 (use_orig_params off/on) with gradient accumulation;
+a script that compiles each block with ``torch.compile`` gets one graph per block, collectives inside, that trains
+the same.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .multiprocess import torchrun
+
+torch = pytest.importorskip("torch")
+WORKER = Path(__file__).with_name("tp_local_modules_worker.py")
+EXACT = ["fsdp2:batch", "fsdp2:seq", "fsdp1:batch", "fsdp1-orig:batch"]
+
+
+@pytest.fixture(scope="module")
+def rows() -> dict[str, dict]:
+    found, _ = torchrun(WORKER, 2, [",".join(["layout", *EXACT, "fsdp2:compile"])], timeout=300)
+    return found
+
+
+def test_sequence_parallelism_splits_the_batch_when_it_divides(rows: dict[str, dict]) -> None:
+    layout = rows["layout"]
+    assert layout["batch2"]["dim"] == 0 and layout["batch1"]["dim"] == 1
+    # batch split: the only cats left are the grouped gradients' flattening (one per block) and the LM head's
+    # vocabulary gather; the sequence split needs a cat per gather/reduce-scatter (19 with the earlier layout)
+    assert layout["batch2"]["cat"] <= layout["blocks"] + 1 < layout["batch1"]["cat"]
+
+
+def test_partial_gradients_take_one_all_reduce_per_block(rows: dict[str, dict]) -> None:
+    layout = rows["layout"]
+    # per block one (norm weights and biases together); plus the embedding's forward sum and the LM head's
+    # input gradient. One per norm parameter gave 4 per block.
+    for batch in ("batch2", "batch1"):
+        assert layout[batch]["allreduce"] == layout["blocks"] + 2, layout
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_two_accumulated_steps_match_one_process(rows: dict[str, dict], name: str) -> None:
+    row = rows[name]
+    assert row["losses"] == pytest.approx(row["ref_losses"], rel=1e-5)
+    assert row["norms"] == pytest.approx(row["ref_norms"], rel=1e-5)
+
+
+def test_compiled_blocks_train_like_one_process(rows: dict[str, dict]) -> None:
+    row = rows["fsdp2:compile"]
+    assert row["graphs"] >= 1 and row["graph_breaks"] == 0, row  # one graph for both blocks, collectives inside
+    assert row["losses"] == pytest.approx(row["ref_losses"], rel=1e-5)
+    assert row["norms"] == pytest.approx(row["ref_norms"], rel=1e-5)
+
