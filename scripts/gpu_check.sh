@@ -6,8 +6,9 @@
 #   - every `-m gpu` test file under tests/ (pytest);
 #   - SMP v2 through AWS's script flow (tests/smp/hf_aws_worker.py) on 2 GPUs for the reference GPT, Hugging Face
 #     GPT-NeoX, Llama and Llama with SMP's LlamaFlashAttention: TP 2 with FSDP1 (delayed parameters on/off,
-#     use_orig_params on/off, no sequence parallelism), TP 2 with FSDP2 (delayed on/off), TP 1 x HSDP 2 -- one
-#     line per model and mode;
+#     use_orig_params on/off, no sequence parallelism), TP 2 with FSDP2 (delayed on/off), TP 1 x HSDP 2; with 4+
+#     GPUs also TP 4 (FSDP1, FSDP2) and TP 2 x hybrid shard 2 (FSDP1 with use_orig_params off/on, FSDP2) on 4
+#     ranks -- one line per model and mode;
 #   - the SMDDP data-parallel path: its DDP step benchmark on 2 GPUs (smddp backend against NCCL).
 # The ranks start under torchrun (2 processes, one GPU each): the GPU image has no pydantic, which the
 # launcher's local_gpu backend needs, while the runtime under test (smp/, smddp/) imports without it.
@@ -58,25 +59,25 @@ for f in $(grep -rl --include='test_*.py' 'mark.gpu' tests | sort); do
   check "pytest:${f#tests/}" 240 $PY -m pytest -q -p no:cacheprovider -m gpu "$f"
 done
 
-# 2. SMP v2, AWS's script flow, every mode: one torchrun per model, one RESULT line per mode
-for model in gpt neox llama llama-flash; do
-  args=(--model "${model%-flash}")
+# 2. SMP v2, AWS's script flow, every mode: one torchrun per model (and GPU count), one RESULT line per mode.
+#    2 GPUs: the worker's MATRIX ("all"); with 4 or more GPUs also TP 4 and TP 2 x hybrid shard 2 ("all4", 4 ranks).
+smp_modes() {  # model nproc selection tag: run the worker, one summary line per mode
+  local model=$1 nproc=$2 selection=$3 tag=$4
+  local args=(--model "${model%-flash}") t0=$SECONDS rc=0 log="$OUT/smp_$model$tag.log" n
   [ "$model" = llama-flash ] && args+=(--flash)
-  t0=$SECONDS
-  rc=0
-  timeout --kill-after=10 240 $PY -m torch.distributed.run --standalone --nproc-per-node 2 \
-    tests/smp/hf_aws_worker.py "${args[@]}" --matrix all > "$OUT/smp_$model.log" 2>&1 || rc=$?
-  cat "$OUT/smp_$model.log" >> "$LOG"
-  n=$(grep -c '^RESULT ' "$OUT/smp_$model.log" || true)
+  timeout --kill-after=10 240 $PY -m torch.distributed.run --standalone --nproc-per-node "$nproc" \
+    tests/smp/hf_aws_worker.py "${args[@]}" --matrix "$selection" > "$log" 2>&1 || rc=$?
+  cat "$log" >> "$LOG"
+  n=$(grep -c '^RESULT ' "$log" || true)
   if [ "$n" -eq 0 ]; then
-    line FAIL "smp:$model(exit $rc, no result)" $((SECONDS - t0))
+    line FAIL "smp:$model$tag(exit $rc, no result)" $((SECONDS - t0))
     failed=1
-    continue
+    return
   fi
   while read -r status name secs; do
     line "$status" "smp:$model:$name" "$secs"
     [ "$status" = FAIL ] && failed=1
-  done < <($PY - "$OUT/smp_$model.log" <<'EOF'
+  done < <($PY - "$log" <<'EOF'
 import json, sys
 for raw in open(sys.argv[1], encoding="utf-8", errors="replace"):
     if raw.startswith("RESULT "):
@@ -84,12 +85,55 @@ for raw in open(sys.argv[1], encoding="utf-8", errors="replace"):
         print("PASS" if row.get("ok") else "FAIL", row["check"], round(row.get("s", 0)))
 EOF
 )
-  [ "$rc" -ne 0 ] && { line FAIL "smp:$model(exit $rc)" $((SECONDS - t0)); failed=1; }
+  [ "$rc" -ne 0 ] && { line FAIL "smp:$model$tag(exit $rc)" $((SECONDS - t0)); failed=1; }
+}
+ngpu=$($PY -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
+for model in gpt neox llama llama-flash; do
+  smp_modes "$model" 2 all ""
+  if [ "$ngpu" -ge 4 ]; then smp_modes "$model" 4 all4 "-4gpu"; fi
 done
 
 # 3. SMDDP data parallelism: the DDP step on 2 GPUs through the smddp backend (and NCCL for reference)
 check "smddp:ddp-step-2gpu" 180 $PY -m torch.distributed.run --standalone --nproc-per-node 2 \
   benchmarks/smddp_ddp_step.py --hidden 256 --layers 8 --out "$OUT/smddp_ddp_step.json"
+
+# 4. The launcher itself: SMP v2 TP 2 through `smdist run` on local_gpu (2 simulated hosts x 1 GPU). The GPU image
+#    has no pydantic: the wheels of what `smdist run` imports there (pydantic, pydantic-core, typing-extensions,
+#    annotated-types, typing-inspection, PyYAML, psutil; cp312 x86-64) travel in the git-ignored folder .whl (the
+#    device call carries it) and go into a temp folder on PYTHONPATH; the e2e `-m gpu` files that section 1 skipped
+#    for want of pydantic run then too. SKIP without .whl (unless pydantic is there already).
+launcher=no-.whl-and-no-pydantic  # or: ready, wheels-failed
+if $PY -c "import pydantic" 2>/dev/null; then
+  launcher=ready  # the image has it: section 1 ran the e2e files
+elif compgen -G ".whl/*.whl" > /dev/null; then
+  wheels=$(mktemp -d /tmp/smdist-wheels-XXXXXX)
+  t0=$SECONDS
+  echo "=== launcher wheels: $(cd .whl && echo *.whl) -> $wheels" >> "$LOG"
+  if $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$wheels" .whl/*.whl \
+       >> "$LOG" 2>&1 && PYTHONPATH="$PYTHONPATH:$wheels" $PY -c "import smdist_launcher.cli.run, pydantic, yaml, psutil" \
+       >> "$LOG" 2>&1; then
+    export PYTHONPATH="$PYTHONPATH:$wheels"
+    launcher=ready
+    line PASS "launcher:wheels" $((SECONDS - t0))
+    for f in $(grep -rl --include='test_*.py' 'mark.gpu' tests/e2e | sort); do
+      check "pytest:${f#tests/}" 240 $PY -m pytest -q -p no:cacheprovider -m gpu "$f"
+    done
+  else
+    line FAIL "launcher:wheels(install-or-import)" $((SECONDS - t0))
+    launcher=wheels-failed
+    failed=1
+  fi
+fi
+gpus=$($PY -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
+if [ "$launcher" != ready ]; then
+  line SKIP "launcher:smp-v2-tp2-local_gpu-2x1($launcher)" 0
+elif [ "$gpus" -lt 2 ]; then
+  line SKIP "launcher:smp-v2-tp2-local_gpu-2x1(needs-2-gpus,$gpus-visible)" 0
+else  # the corpus case's script asserts losses, clipped norms and the gathered model.pt against a 1-process model
+  CUDA_VISIBLE_DEVICES=0,1 check "launcher:smp-v2-tp2-local_gpu-2x1" 300 $PY -m smdist_launcher.cli.main run \
+    tests/e2e/sagemaker_scripts/smp_v2_tp_transform/job.yaml --instance-type local_gpu --instance-count 2 \
+    --processes-per-host 1 --jobs-dir "$(mktemp -d /tmp/smdist-gpu-jobs-XXXXXX)"
+fi
 
 echo "--- $(grep -c ^PASS "$SUMMARY") passed, $(grep -c ^FAIL "$SUMMARY") failed (log: $LOG)" | tee -a "$SUMMARY"
 exit $failed

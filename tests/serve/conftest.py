@@ -4,11 +4,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +31,22 @@ def client_environment(log: Path) -> dict[str, str]:
     return dict(word.split("=", 1) for word in shlex.split(line[len("export "):]))
 
 
+def _answers_and_closes(port: int) -> bool:
+    """Whether serve answers an unsigned request (refused: it is up) and then closes the connection. Read to the
+    close, the probe holds none of serve's connection slots when the tests begin (serve frees a slot before it closes
+    the connection: server.BoundedHTTPServer._work)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as probe:
+            probe.settimeout(60)
+            probe.sendall(f"POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\n\r\n".encode())
+            answer = b""
+            while chunk := probe.recv(65536):
+                answer += chunk
+    except OSError:
+        return False
+    return answer.startswith(b"HTTP/1.1 ")
+
+
 @contextlib.contextmanager
 def running_serve(moto_endpoint: str, jobs: Path, backend: str, *extra: str,  # noqa: F811
                   credentials: Path | None = None, python: str = sys.executable,
@@ -51,12 +66,9 @@ def running_serve(moto_endpoint: str, jobs: Path, backend: str, *extra: str,  # 
         while True:  # ready when it answers; a dead server fails the fixture instead of hanging
             if proc.poll() is not None:
                 pytest.fail(f"smdist serve exited with {proc.returncode}: {(jobs / 'serve.log').read_text()}")
-            try:
-                urllib.request.urlopen(urllib.request.Request(url, data=b"{}", method="POST"), timeout=1)
-            except urllib.error.HTTPError:
-                break  # an API error answer (unsigned: refused): it is up
-            except OSError:
-                time.sleep(0.1)
+            if _answers_and_closes(port):
+                break
+            time.sleep(0.1)
         served = Served(url)
         served.jobs = jobs
         served.client_env = client_environment(jobs / "serve.log")

@@ -141,7 +141,7 @@ def test_a_declared_payload_hash_lets_the_whole_signature_be_checked_before_the_
 
 @pytest.fixture(scope="module")
 def four_slots(moto_endpoint: str) -> Iterator[Served]:
-    """A serve with 4 connection slots."""
+    """A serve with 4 connection slots, shared: each test that uses it ends with _close_and_wait."""
     with tempfile.TemporaryDirectory(prefix="smdist-serve-slots-") as folder, \
             running_serve(moto_endpoint, Path(folder), "process", "--max-connections", "4") as served:
         yield served
@@ -162,6 +162,20 @@ def _head_of_answer(sock: socket.socket, request: bytes) -> bytes:
     return data
 
 
+def _close_and_wait(socks: list[socket.socket]) -> None:
+    """Close each connection and read until serve has closed it too. serve frees a connection's slot before it closes
+    it, and notices a client's close only when that connection's thread runs (late, on a loaded machine): a test
+    that did not wait would leave the next one sharing the serve slots still held, kept-alive signed ones among them,
+    and make its eviction order depend on when serve notices them."""
+    for sock in socks:
+        try:
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # serve closed it already
+        _until_closed(sock)
+        sock.close()
+
+
 def test_connections_over_the_cap_are_closed(four_slots: Served) -> None:
     waiting = []
     for _ in range(4):  # every slot held by a connection still sending its headers
@@ -178,27 +192,18 @@ def test_connections_over_the_cap_are_closed(four_slots: Served) -> None:
     # every slot held by a signed request whose body is on its way: those are never closed for a newcomer, who is
     # answered 503 and closed
     signed = _signed_head(four_slots, "SageMaker.ListTrainingJobs", body, Expect="100-continue")
-    held, refused = [], b""
-    for sock in [caller, *waiting[1:]]:  # the waiting ones go on with the request line they sent
+    held = [caller, *waiting[1:]]
+    for sock in held:  # the waiting ones go on with the request line they sent
         first = _head_of_answer(sock, signed if sock is caller else signed.split(b"\r\n", 1)[1])
-        assert first.startswith(b"HTTP/1.1 100 ") or (first == b"" and sock is not caller), first
-        held += [sock] if first else []  # (b"": a slot the fixture's readiness probe still held made one go first)
-    newcomers = []
-    while not refused and len(newcomers) < 4:  # a slot left free is taken by a held request: the next is refused
-        newcomers.append(_connect(four_slots))
-        first = _head_of_answer(newcomers[-1], signed)
-        if first.startswith(b"HTTP/1.1 100 "):
-            held.append(newcomers[-1])
-        else:
-            refused = first + _until_closed(newcomers[-1])
-    assert len(held) == 4
+        assert first.startswith(b"HTTP/1.1 100 "), first
+    newcomer = _connect(four_slots)
+    refused = _head_of_answer(newcomer, signed) + _until_closed(newcomer)
     assert refused.startswith(b"HTTP/1.1 503 ") and b"ServiceUnavailable" in refused, refused
     for sock in held:  # the held requests are answered once their bodies arrive
         sock.sendall(body)
         status, answer = _answer(sock)
         assert status == 200 and "TrainingJobSummaries" in json.loads(answer)
-    for sock in [*waiting, *newcomers, *held]:
-        sock.close()
+    _close_and_wait([caller, *waiting, newcomer])
 
 
 def test_a_key_holders_kept_alive_connection_is_closed_after_the_others(four_slots: Served) -> None:
@@ -214,11 +219,33 @@ def test_a_key_holders_kept_alive_connection_is_closed_after_the_others(four_slo
     newcomer = _connect(four_slots)
     newcomer.sendall(request)
     assert _answer(newcomer)[0] == 200
+    for sock in waiting[1:]:  # the younger ones still hold their slots (accept order, not worker order): they finish
+        sock.sendall(request.split(b"\r\n", 1)[1])
+        assert _answer(sock)[0] == 200
     assert _until_closed(waiting[0]) == b""  # the oldest that never carried a signed request made room
     caller.sendall(request)
     assert _answer(caller)[0] == 200
-    for sock in [caller, *waiting, newcomer]:
-        sock.close()
+    _close_and_wait([caller, *waiting, newcomer])
+
+
+def test_the_connection_accepted_first_has_waited_longest_whatever_thread_reaches_it_first() -> None:
+    """Admission alone, over real sockets: worker threads reach new connections in no fixed order (under load, the
+    second accepted before the first); the first is still the one evicted. It was stamped when its thread reached
+    it: a younger one was closed instead, and the oldest held its slot until its header timeout."""
+    from smdist_launcher.serve.connections import Admission
+
+    pairs = [socket.socketpair() for _ in range(3)]
+    first, second, third = (ours for ours, _ in pairs)
+    try:
+        admission = Admission(2)
+        assert admission.admit(first) and admission.admit(second)
+        assert admission.wait_for_request(second) and admission.wait_for_request(first)
+        assert admission.admit(third)  # full: the longest-waiting connection makes room
+        assert not admission.wait_for_request(first) and admission.wait_for_request(second)
+    finally:
+        for pair in pairs:
+            for sock in pair:
+                sock.close()
 
 
 def _trickle_until_closed(sock: socket.socket, data: bytes) -> int:

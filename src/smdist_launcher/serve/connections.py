@@ -93,12 +93,14 @@ class Admission:
             return True
 
     def wait_for_request(self, sock: socket.socket) -> bool:
-        """`sock` waits for its next request (evictable from now); False if it was evicted."""
+        """`sock` waits for its next request (evictable from now); False if it was evicted. A new connection has
+        waited since it was accepted, not since a worker thread got to it (threads start in no fixed order)."""
         with self._lock:
             slot = self._held.get(sock)
             if slot is None:
                 return False
-            slot.waiting, slot.since = True, time.monotonic()
+            if not slot.waiting:  # back from a request: kept alive, waiting from now
+                slot.waiting, slot.since = True, time.monotonic()
             return True
 
     def start_work(self, sock: socket.socket) -> bool:

@@ -10,6 +10,7 @@ import bisect
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -52,25 +53,58 @@ class _Stream:
         return self.marks[at][0] if at < len(self.marks) else self.end
 
 
-def _open(path: Path) -> BinaryIO:
-    """The host's log (<job>/logs/<host>.log) opened without following a link or opening a FIFO or device."""
-    return open_read_nofollow(path.parent.parent, Path(path.parent.name, path.name))
+def _newlines_backwards(f: BinaryIO, start: int, stop: int) -> Iterator[int]:
+    """The offsets of the newlines in bytes start..stop of `f`, the last first: read backwards in chunks, memory
+    bounded whatever the size."""
+    position = stop
+    while position > start:
+        chunk_start = max(start, position - 2**16)
+        f.seek(chunk_start)
+        chunk = f.read(position - chunk_start)
+        at = len(chunk)
+        while (at := chunk.rfind(b"\n", 0, at)) >= 0:
+            yield chunk_start + at
+        position = chunk_start
 
 
 def _complete_end(f: BinaryIO, start: int, size: int) -> int:
     """Where the complete events of bytes start..size end: after the last newline, else after the last whole
-    MAX_EVENT_BYTES piece of an unterminated line. Scanned backwards in chunks: memory bounded whatever the size."""
+    MAX_EVENT_BYTES piece of an unterminated line."""
     if size <= start:  # nothing new (or the file was truncated: what was served stays as it was)
         return start
-    position = size
-    while position > start:
-        chunk_start = max(start, position - 2**16)
-        f.seek(chunk_start)
-        newline = f.read(position - chunk_start).rfind(b"\n")
-        if newline >= 0:
-            return chunk_start + newline + 1
-        position = chunk_start
+    last = next(_newlines_backwards(f, start, size), None)
+    if last is not None:
+        return last + 1
     return start + (size - start) // MAX_EVENT_BYTES * MAX_EVENT_BYTES
+
+
+def _tail_start(f: BinaryIO, start: int, stop: int, limit: int) -> int:
+    """The offset of the first of the last `limit` lines in start..stop (which ends after a newline or a whole
+    MAX_EVENT_BYTES piece)."""
+    # the byte before `stop` ends the last line: not a boundary to count
+    for found, at in enumerate(_newlines_backwards(f, start, stop - 1), 1):
+        if found == limit:
+            return at + 1
+    return start
+
+
+def _page(f: BinaryIO, host: str, start: int, stop: int, stream: _Stream,
+          limit: int) -> tuple[list[dict[str, Any]], int]:
+    """Up to `limit` events (and PAGE_BYTES of messages) from offset `start` up to `stop` of the host's log `f`, and
+    the offset after them."""
+    events: list[dict[str, Any]] = []
+    size = 0
+    f.seek(start)
+    while start < stop and len(events) < limit and size < PAGE_BYTES:
+        line = f.readline(min(MAX_EVENT_BYTES, stop - start))
+        if not line:
+            break
+        stamp = stream.stamp(start)
+        start += len(line)
+        size += len(line)
+        message = _raw(line.rstrip(b"\n").decode("utf-8", "replace"), host)
+        events.append({"timestamp": stamp, "message": message, "ingestionTime": stamp})
+    return events, start
 
 
 class LogStreams:
@@ -93,66 +127,28 @@ class LogStreams:
                 return job, host
         return None
 
-    def _read(self, job: str, host: str) -> _Stream | None:
-        """The stream, its complete events brought up to the file's end (the new ones stamped now)."""
+    def _open_log(self, job: str, host: str) -> BinaryIO | None:
+        """The host's log (<job>/logs/<host>.log), opened without following a link or opening a FIFO or device; None
+        when there is none (not there yet, or not a plain file)."""
         path = self._jobs.log_file(job, host)
         if path is None:
             return None
         try:
-            f = _open(path)
-        except OSError:  # not there yet, or not a plain file (a link, a FIFO): no stream
+            return open_read_nofollow(path.parent.parent, Path(path.parent.name, path.name))
+        except OSError:
             return None
+
+    def _refresh(self, job: str, host: str, f: BinaryIO) -> _Stream:
+        """The stream, its complete events brought up to the end of its open log `f` (the new ones stamped now)."""
         with self._lock:
             stream = self._streams.setdefault((job, host), _Stream())
-        with f, stream.lock:
+        with stream.lock:
             end = _complete_end(f, stream.end, os.fstat(f.fileno()).st_size)
             if end > stream.end:
                 now = max(int(time.time() * 1000), stream.marks[-1][1] if stream.marks else 0)  # sorted for bisect
                 stream.marks.append((stream.end, now))
                 stream.end = end
         return stream
-
-    def _page(self, job: str, host: str, start: int, stop: int, stream: _Stream,
-              limit: int) -> tuple[list[dict[str, Any]], int]:
-        """Up to `limit` events (and PAGE_BYTES of messages) from offset `start` up to `stop`, and the offset after
-        them."""
-        path = self._jobs.log_file(job, host)
-        events: list[dict[str, Any]] = []
-        if path is None:
-            return events, start
-        size = 0
-        with _open(path) as f:
-            f.seek(start)
-            while start < stop and len(events) < limit and size < PAGE_BYTES:
-                line = f.readline(min(MAX_EVENT_BYTES, stop - start))
-                if not line:
-                    break
-                stamp = stream.stamp(start)
-                start += len(line)
-                size += len(line)
-                message = _raw(line.rstrip(b"\n").decode("utf-8", "replace"), host)
-                events.append({"timestamp": stamp, "message": message, "ingestionTime": stamp})
-        return events, start
-
-    def _tail_start(self, job: str, host: str, start: int, stop: int, limit: int) -> int:
-        """The offset of the first of the last `limit` lines in start..stop (which ends after a newline or a whole
-        MAX_EVENT_BYTES piece): scanned backwards in chunks, memory bounded whatever the size."""
-        path = self._jobs.log_file(job, host)
-        if path is None or stop <= start:
-            return start
-        with _open(path) as f:
-            position, found = stop - 1, 0  # the byte before `stop` ends the last line: not a boundary to count
-            while position > start:
-                chunk_start = max(start, position - 2**16)
-                f.seek(chunk_start)
-                chunk = f.read(position - chunk_start)
-                at = len(chunk)
-                while (at := chunk.rfind(b"\n", 0, at)) >= 0:
-                    found += 1
-                    if found == limit:
-                        return chunk_start + at + 1
-                position = chunk_start
-        return start
 
     def describe_streams(self, params: dict[str, Any]) -> dict[str, Any]:
         if params.get("logGroupName") != LOG_GROUP:
@@ -163,9 +159,11 @@ class LogStreams:
             if not f"{served.name}/".startswith(prefix[: len(served.name) + 1]) and not prefix.startswith(served.name):
                 continue
             for host in self._jobs.hosts(served.name):
-                stream = self._read(served.name, host)
-                if stream is None:
+                f = self._open_log(served.name, host)
+                if f is None:
                     continue
+                with f:
+                    stream = self._refresh(served.name, host, f)
                 name = self._name(served.name, host)
                 if name.startswith(prefix):
                     last = stream.marks[-1][1] if stream.marks else int(served.created * 1000)
@@ -179,27 +177,34 @@ class LogStreams:
         if params.get("logGroupName") != LOG_GROUP:
             raise ApiError("ResourceNotFoundException", "The specified log group does not exist.")
         issued = self._issued(params["logStreamName"])
-        stream = self._read(*issued) if issued is not None else None
-        if issued is None or stream is None:
+        f = self._open_log(*issued) if issued is not None else None
+        if issued is None or f is None:
             raise ApiError("ResourceNotFoundException", "The specified log stream does not exist.")
-        start = 0
-        token = params.get("nextToken")
-        if token:
-            try:
-                start = int(token.split("/", 1)[1])
-            except (IndexError, ValueError):
-                raise ApiError("InvalidParameterException", "The specified nextToken is invalid.") from None
-            if not 0 <= start <= stream.end:
-                raise ApiError("InvalidParameterException", "The specified nextToken is invalid.")
-        since = params.get("startTime")
-        if since is not None:
-            start = max(start, stream.offset_since(since))
-        # endTime is exclusive and 0 a valid bound (is not None: no event is stamped before epoch 0)
-        until = params.get("endTime")
-        stop = stream.end if until is None else max(start, min(stream.end, stream.offset_since(until)))
-        limit = min(max(int(params.get("limit") or PAGE), 1), PAGE)
-        if not token and not params.get("startFromHead"):
-            # CloudWatch's default (startFromHead false, no token): the LAST `limit` events of the range
-            start = self._tail_start(issued[0], issued[1], start, stop, limit)
-        events, end = self._page(issued[0], issued[1], start, stop, stream, limit)
+        with f:  # one open file for the whole request: the stream brought up to date, the page read from it
+            stream = self._refresh(*issued, f)
+            start, stop, limit = _range(params, stream)
+            if not params.get("nextToken") and not params.get("startFromHead"):
+                # CloudWatch's default (startFromHead false, no token): the LAST `limit` events of the range
+                start = _tail_start(f, start, stop, limit)
+            events, end = _page(f, issued[1], start, stop, stream, limit)
         return {"events": events, "nextForwardToken": f"f/{end:056d}", "nextBackwardToken": f"b/{start:056d}"}
+
+
+def _range(params: dict[str, Any], stream: _Stream) -> tuple[int, int, int]:
+    """A GetLogEvents request's (start, stop, limit): its token, startTime and endTime as offsets of the stream."""
+    start = 0
+    token = params.get("nextToken")
+    if token:
+        try:
+            start = int(token.split("/", 1)[1])
+        except (IndexError, ValueError):
+            raise ApiError("InvalidParameterException", "The specified nextToken is invalid.") from None
+        if not 0 <= start <= stream.end:
+            raise ApiError("InvalidParameterException", "The specified nextToken is invalid.")
+    since = params.get("startTime")
+    if since is not None:
+        start = max(start, stream.offset_since(since))
+    # endTime is exclusive and 0 a valid bound (is not None: no event is stamped before epoch 0)
+    until = params.get("endTime")
+    stop = stream.end if until is None else max(start, min(stream.end, stream.offset_since(until)))
+    return start, stop, min(max(int(params.get("limit") or PAGE), 1), PAGE)

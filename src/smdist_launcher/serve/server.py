@@ -239,7 +239,7 @@ class BoundedHTTPServer(HTTPServer):
                 self.finish_request(request, client_address)
             except Exception:  # noqa: BLE001 - one connection's failure never ends a worker
                 self.handle_error(request, client_address)
-            finally:
+            finally:  # freed before closed: a client that sees the close finds its slot free
                 self.admission.release(request)
                 self.shutdown_request(request)
 

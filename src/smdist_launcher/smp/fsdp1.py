@@ -87,13 +87,14 @@ def install() -> None:
     def __init__(self: FullyShardedDataParallel, module: nn.Module, process_group: Any = None,
                  sharding_strategy: ShardingStrategy | None = None, *args: Any,
                  post_param_init_fn: Callable[[nn.Module], None] | None = None, **kwargs: Any) -> None:
-        tp_sharded = _tp_sharded_names(module) if state.initialized and state.tensor_parallel_degree > 1 else None
+        tp = state.initialized and state.tensor_parallel_degree > 1
         # tsm.transform's modules compute on local shards: FSDP1 flattens those as plain tensors over the
         # data-parallel groups (with DTensors, use_orig_params=True failed writing back global-shape views).
-        local_tp = tp_sharded is not None and bool(local_modules.local_tp_modules(module))
+        local_tp = tp and bool(local_modules.local_tp_modules(module))
         if local_tp:
             local_modules.to_local_parameters(module)
-            tp_sharded = None  # clip_grad_norm_ reads the modules' roles instead
+        # DTensor parameters (a caller's own plan=): clip_grad_norm_ needs their names; local ones, the modules' roles
+        tp_sharded = _tp_sharded_names(module) if tp and not local_tp else None
         if state.initialized and process_group is None and kwargs.get("device_mesh") is None and not args:
             chosen, groups = resolve(sharding_strategy, dtensor_params=not local_tp)
             if chosen != (sharding_strategy or ShardingStrategy.FULL_SHARD):

@@ -45,12 +45,9 @@ def _device() -> torch.device:
     return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
 
 
-def _fsdp1_with_tp(model: FullyShardedDataParallel, norm_type: float) -> torch.Tensor:
-    """FSDP1 over tensor-parallel DTensors (use_orig_params): FSDP's own norm misses the other TP ranks' shards."""
-    tp_sharded = getattr(model, "_smp_tp_sharded_fqns", None)
-    if tp_sharded is None:
-        raise RuntimeError("smp: clip_grad_norm_ with tensor parallelism needs FSDP(..., use_orig_params=True) over "
-                           "a model from tsm.transform")
+def _fsdp1_with_tp(model: FullyShardedDataParallel, tp_sharded: frozenset[str], norm_type: float) -> torch.Tensor:
+    """FSDP1 over tensor-parallel DTensors (use_orig_params), `tp_sharded` the clean names of the TP-sharded ones:
+    FSDP's own norm misses the other TP ranks' shards."""
     sharded: list[torch.Tensor] = []
     replicated: list[torch.Tensor] = []
     for name, p in model.named_parameters():
@@ -74,8 +71,12 @@ def _fsdp1_local_tp(model: FullyShardedDataParallel, norm_type: float) -> torch.
         grad = flat.grad
         if grad is None:
             continue
-        for (param_name, module, _), shard in zip(flat._param_infos, flat._shard_param_infos, strict=True):
-            if not shard.in_shard:
+        # use_orig_params: frozen parameters may share a flat parameter with trained ones; FSDP computes their
+        # gradient pieces too, which its own norm (and the optimizer) never sees
+        trained = [p.requires_grad for p in flat._params] if flat._params is not None else None
+        for i, ((param_name, module, _), shard) in enumerate(
+                zip(flat._param_infos, flat._shard_param_infos, strict=True)):
+            if not shard.in_shard or (trained is not None and not trained[i]):
                 continue
             piece = grad[shard.offset_in_shard:shard.offset_in_shard + shard.numel_in_shard]
             (sharded if is_tp_sharded(module, param_name) else replicated).append(piece)
@@ -111,14 +112,11 @@ def _dtensor_groups(grad: Any) -> tuple:
     return tuple(mesh.get_group(i) for i, pl in enumerate(grad.placements) if isinstance(pl, Shard))
 
 
-def _generic(params: list[nn.Parameter], norm_type: float) -> torch.Tensor:
+def _generic(grads: list[torch.Tensor], norm_type: float) -> torch.Tensor:
     """Plain tensors count once; DTensor grads are summed over their sharded mesh dimensions."""
     from torch.distributed.tensor import DTensor
     buckets: dict[tuple, list[torch.Tensor]] = {}
-    for p in params:
-        g = p.grad
-        if g is None:
-            continue
+    for g in grads:
         if isinstance(g, DTensor):
             buckets.setdefault(_dtensor_groups(g), []).append(g.to_local())
         else:
@@ -146,22 +144,19 @@ def clip_grad_norm_(model: nn.Module | Iterable[nn.Parameter], max_norm: float, 
         model = model._checkpoint_wrapped_module
     if isinstance(model, FullyShardedDataParallel) and (not state.initialized or state.tensor_parallel_degree == 1):
         return model.clip_grad_norm_(max_norm, norm_type)
-    if isinstance(model, FullyShardedDataParallel) and getattr(model, "_smp_tp_sharded_fqns", None) is None:
-        power = _fsdp1_local_tp(model, norm_type)
-        params = [p for p in model.parameters() if p.grad is not None]
-    elif isinstance(model, FullyShardedDataParallel):
-        power = _fsdp1_with_tp(model, norm_type)
-        params = [p for p in model.parameters() if p.grad is not None]
+    grads = [p.grad for p in (model.parameters() if isinstance(model, nn.Module) else model) if p.grad is not None]
+    if isinstance(model, FullyShardedDataParallel):
+        tp_sharded = getattr(model, "_smp_tp_sharded_fqns", None)  # set by smp's FSDP over DTensor parameters
+        power = (_fsdp1_local_tp(model, norm_type) if tp_sharded is None
+                 else _fsdp1_with_tp(model, tp_sharded, norm_type))
     else:
-        params = [p for p in (model.parameters() if isinstance(model, nn.Module) else model) if p.grad is not None]
-        power = _generic(params, norm_type)
+        power = _generic(grads, norm_type)
     total = power if math.isinf(norm_type) else power ** (1.0 / norm_type)
     total = total.to(torch.float32)
     if error_if_nonfinite and not torch.isfinite(total):
         raise RuntimeError(f"smp clip_grad_norm_: the total norm of order {norm_type} is non-finite ({total.item()})")
     coef = max_norm / (float(total) + 1e-6)
     if coef < 1.0:
-        for p in params:
-            if p.grad is not None:  # (params holds only those with one)
-                p.grad.mul_(coef)
+        for g in grads:
+            g.mul_(coef)
     return total

@@ -58,9 +58,8 @@ def save_model_checkpoint(model: nn.Module, state_dict_type: StateDictType, path
         # with local TP pieces every rank needs its full-per-TP-rank copy to gather the whole tensors
         options = StateDictOptions(full_state_dict=True, cpu_offload=torch.cuda.is_available() and not split_tp)
         model_sd, optim_sd = get_state_dict(model, _optimizers(optimizer), options=options)
-        if split_tp:
-            local_tp.gather_full(model, model_sd, optim_sd)
-            model_sd = {k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in model_sd.items()}
+        if split_tp:  # whole tensors, in host memory, on rank 0 (which writes them)
+            local_tp.gather_full(model, model_sd, optim_sd, writer=0)
         if dist.get_rank() == 0:
             os.makedirs(path, exist_ok=True)
             payload: dict[str, Any] = {EXPORT_KEY_MODEL: model_sd, EXPORT_KEY_IDENTITY: dict(extra_exports or {})}

@@ -17,11 +17,6 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.fsdp._common_utils import clean_tensor_name
 
-# the dimension each role's TP-sharded parameters are split along (local_modules: column/head/embedding split
-# their output or vocabulary rows, row-parallel splits its input columns)
-_SPLIT_DIM = {("col", "weight"): 0, ("col", "bias"): 0, ("head", "weight"): 0, ("head", "bias"): 0,
-              ("embed", "weight"): 0, ("row", "weight"): 1}
-
 
 def uses_local_tp(model: nn.Module) -> bool:
     from torch.distributed.fsdp import FullyShardedDataParallel
@@ -33,17 +28,18 @@ def uses_local_tp(model: nn.Module) -> bool:
 
 
 def split_dims(model: nn.Module) -> dict[str, int]:
-    """Clean FQN of every TP-sharded parameter → the dimension it is split along."""
-    from ...tensor_parallel.local_modules import local_tp_modules
+    """Clean FQN of every TP-sharded parameter → the dimension it is split along: which ones are sharded is
+    local_modules' (is_tp_sharded); row-parallel modules split their input columns, the others (column, head,
+    embedding) their output or vocabulary rows."""
+    from ...tensor_parallel.local_modules import is_tp_sharded, local_tp_modules
     wanted = {id(m) for m in local_tp_modules(model)}
     dims: dict[str, int] = {}
     for mod_name, mod in model.named_modules():
         if id(mod) not in wanted:
             continue
-        role = getattr(type(mod), "_smp_tp_role", "")
+        dim = 1 if getattr(type(mod), "_smp_tp_role", "") == "row" else 0
         for p_name in ("weight", "bias"):
-            dim = _SPLIT_DIM.get((role, p_name))
-            if dim is not None and getattr(mod, p_name, None) is not None:
+            if is_tp_sharded(mod, p_name) and getattr(mod, p_name, None) is not None:
                 dims[clean_tensor_name(f"{mod_name}.{p_name}" if mod_name else p_name)] = dim
     return dims
 
@@ -62,21 +58,25 @@ def dcp_group(model: nn.Module, pg_metadata: Any) -> tuple[Any, bool]:
     return getattr(model, "process_group", None), state.ranker.get_rep_rank(dist.get_rank()) == 0
 
 
-def _sizes(local: torch.Tensor, dim: int, group: Any) -> list[int]:
-    sizes: list[Any] = [None] * dist.get_world_size(group)
-    dist.all_gather_object(sizes, int(local.shape[dim]), group=group)
-    return [int(s) for s in sizes]
+def _sizes(found: list[tuple[dict[str, Any], str, int]], group: Any) -> list[list[int]]:
+    """For each TP-sharded tensor, its pieces' sizes along its split dimension on every rank of `group` (pieces may
+    differ by padding): one exchange for all of them."""
+    mine = [int(container[key].shape[dim]) for container, key, dim in found]
+    every: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(every, mine, group=group)
+    return [list(sizes) for sizes in zip(*every, strict=True)] if found else []
 
 
-def _gather(local: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
-    """The whole tensor from every TP rank's piece along ``dim`` (pieces may differ in size by padding)."""
-    sizes = _sizes(local, dim, group)
+def _gather(local: torch.Tensor, dim: int, sizes: list[int], group: Any, writer: int) -> torch.Tensor | None:
+    """On `writer` (a global rank), the whole tensor from every rank's piece along ``dim``; None elsewhere."""
     biggest = max(sizes)
     pad = list(local.shape)
     pad[dim] = biggest - local.shape[dim]
     padded = torch.cat([local, local.new_zeros(pad)], dim=dim) if pad[dim] else local.contiguous()
-    parts = [torch.empty_like(padded) for _ in sizes]
-    dist.all_gather(parts, padded, group=group)
+    parts = [torch.empty_like(padded) for _ in sizes] if dist.get_rank() == writer else None
+    dist.gather(padded, parts, dst=writer, group=group)
+    if parts is None:
+        return None
     return torch.cat([p.narrow(dim, 0, n) for p, n in zip(parts, sizes, strict=True)], dim=dim)
 
 
@@ -94,10 +94,18 @@ def _each_sharded(model_sd: dict[str, Any], optim_sd: dict[str, Any], dims: dict
     return found
 
 
-def gather_full(model: nn.Module, model_sd: dict[str, Any], optim_sd: dict[str, Any]) -> None:
-    """In place: every TP-sharded tensor of the full (FSDP-unsharded) state dicts made whole across TP ranks."""
+def gather_full(model: nn.Module, model_sd: dict[str, Any], optim_sd: dict[str, Any], writer: int = 0) -> None:
+    """In place on `writer`, the global rank that saves them: every TP-sharded tensor of the full (FSDP-unsharded)
+    state dicts made whole across its TP group, and the model's tensors in host memory. The other ranks of that
+    group send their pieces; the other TP groups hold nothing the writer saves and take no part."""
     from ...state import state
     group = state.tp_process_group
-    for container, key, dim in _each_sharded(model_sd, optim_sd, split_dims(model)):
-        container[key] = _gather(container[key], dim, group)
-
+    if writer not in dist.get_process_group_ranks(group):
+        return
+    found = _each_sharded(model_sd, optim_sd, split_dims(model))
+    for (container, key, dim), sizes in zip(found, _sizes(found, group), strict=True):
+        whole = _gather(container[key], dim, sizes, group, writer)
+        if whole is not None:
+            container[key] = whole
+    if dist.get_rank() == writer:
+        model_sd.update({k: v.cpu() for k, v in model_sd.items() if isinstance(v, torch.Tensor)})
