@@ -17,7 +17,9 @@
 // Only CUDA runtime headers: the backend (smddp_backend.cpp) calls lamport_allreduce().
 #include <cuda_runtime.h>
 
+#include <cassert>
 #include <cstdint>
+#include <cstdio>
 
 namespace smddp_lamport {
 
@@ -191,10 +193,20 @@ __global__ void __launch_bounds__(kThreads) lamport_kernel(const uint4* in, uint
           // tens of thousands of polling threads leave L2 to the compute running beside them.
           if (++spins > 32) __nanosleep(256);
           // A peer that never comes: stop the whole context (as NCCL's watchdog would) rather
-          // than hang the stream forever.
+          // than hang the stream forever, saying why (the context's memory, ctrl[2] included,
+          // is unreadable afterwards). The first thread to time out prints one line and raises
+          // a device-side assert ("device-side assert triggered" on the host, not a bare launch
+          // failure); the others wait for it to end the kernel.
           if ((spins & 1023u) == 0 && global_ns() - start > timeout_ns) {
-            atomicExch(&ctrl[2], 1u);
-            __trap();
+            if (atomicExch(&ctrl[2], 1u) == 0u) {
+              printf("smddp: Lamport AllReduce on rank %d waited more than %.1f s for rank %d (call %u, "
+                     "SMDDP_LAMPORT_TIMEOUT_S): a peer died or skipped the collective; stopping the CUDA context\n",
+                     rank, static_cast<double>(timeout_ns) * 1e-9, r, call);
+              __assert_fail("smddp Lamport AllReduce: a peer did not arrive in time (SMDDP_LAMPORT_TIMEOUT_S)",
+                            __FILE__, __LINE__, __func__);
+              __trap();
+            }
+            for (;;) __nanosleep(1u << 20);
           }
         }
       }

@@ -387,9 +387,10 @@ class SmddpBackend : public c10d::Backend {
   // the caller's stream first waits for it (one event; none in the usual case of one stream).
   // Asynchronous calls (DDP's buckets) run on the backend's own stream, after the caller's
   // stream and the previous call, and return a Work whose wait() and Future order the waiting
-  // stream after the kernel. Inside CUDA-graph capture the capturing stream orders the captured
-  // calls (torch.cuda.graph synchronizes the device before capture; replays are ordered with
-  // eager calls by the stream that replays them). Events only: graph-capturable.
+  // stream after the kernel. Inside CUDA-graph capture every call, asynchronous ones too, runs
+  // on the capturing stream, which orders the captured calls (torch.cuda.graph synchronizes the
+  // device before capture; replays are ordered with eager calls by the stream that replays
+  // them: replay on the stream of the eager calls). Events only: graph-capturable.
   WorkPtr lamport(at::Tensor& t, const c10d::ReduceOp& reduce_op, bool async_op) {
 #ifdef SMDDP_LAMPORT
     const auto op = reduce_op.op_;
@@ -397,17 +398,29 @@ class SmddpBackend : public c10d::Backend {
     const auto dtype = t.scalar_type();
     const int kind = dtype == at::kFloat ? 0 : dtype == at::kBFloat16 ? 1 : dtype == at::kHalf ? 2 : -1;
     const int64_t nbytes = t.numel() * t.element_size();
-    if (kind < 0 || nbytes == 0 || !t.is_contiguous() || reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 != 0) {
-      return {};
-    }
-    if (!ensure_lamport(t.device()) || nbytes > lamport_.region_bytes) return {};
+    // Only what every rank shares (dtype, op, size, layout) may send a call to NCCL: a rank that
+    // took NCCL while its peers took the kernel would leave them waiting. The address is not
+    // shared (an offset view may sit differently on each rank): unaligned tensors are staged below.
+    if (kind < 0 || nbytes == 0 || !t.is_contiguous()) return {};
     const c10::cuda::CUDAGuard guard(t.device());
     const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(t.device().index());
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     C10_CUDA_CHECK(cudaStreamIsCapturing(current.stream(), &capture));
     const bool capturing = capture != cudaStreamCaptureStatusNone;
-    const c10::cuda::CUDAStream stream = async_op ? *lamport_.stream : current;
-    if (async_op) {
+    if (capturing && lamport_.region_bytes == 0 && !lamport_.off) {
+      // The one-time set-up fills and synchronizes the device, which capture forbids. Every rank
+      // captures the same calls, so every rank hands these to NCCL alike.
+      TORCH_WARN_ONCE("smddp: the first Lamport AllReduce of a group came inside CUDA-graph capture; NCCL "
+                      "serves the calls captured before any eager call (warm up before capturing)");
+      return {};
+    }
+    if (!ensure_lamport(t.device()) || nbytes > lamport_.region_bytes) return {};
+    // Inside capture asynchronous calls stay on the capturing stream: on the backend's stream a
+    // captured kernel would be ordered with the next synchronous one only if the caller waited
+    // on its Work first, and two Lamport kernels of one group must never overlap (same slot).
+    const bool own_stream = async_op && !capturing;
+    const c10::cuda::CUDAStream stream = own_stream ? *lamport_.stream : current;
+    if (own_stream) {
       C10_CUDA_CHECK(cudaEventRecord(lamport_.fork, current.stream()));
       C10_CUDA_CHECK(cudaStreamWaitEvent(stream.stream(), lamport_.fork, 0));
     }
@@ -415,13 +428,26 @@ class SmddpBackend : public c10d::Backend {
       C10_CUDA_CHECK(cudaEventRecord(lamport_.join, lamport_.last->stream()));
       C10_CUDA_CHECK(cudaStreamWaitEvent(stream.stream(), lamport_.join, 0));
     }
+    // The kernel uses 16-byte vector accesses: an unaligned tensor goes through an aligned copy
+    // made on the kernel's stream (freed into that stream's pool, so reused only after it).
+    const bool aligned = reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+    at::Tensor data = t;
+    if (!aligned) {
+      const c10::cuda::CUDAStreamGuard on(stream);
+      data = at::empty_like(t, at::MemoryFormat::Contiguous);
+      data.copy_(t);
+    }
     const float scale = op == c10d::ReduceOp::AVG ? 1.0f / static_cast<float>(size_) : 1.0f;
-    C10_CUDA_CHECK(lamport_allreduce(t.data_ptr(), t.data_ptr(), nbytes, kind, lamport_.peers.data(), rank_, size_,
-                                     lamport_.region_bytes, static_cast<unsigned*>(lamport_.ctrl.data_ptr()), scale,
-                                     lamport_.max_blocks, lamport_.timeout_ns, stream.stream()));
+    C10_CUDA_CHECK(lamport_allreduce(data.data_ptr(), data.data_ptr(), nbytes, kind, lamport_.peers.data(), rank_,
+                                     size_, lamport_.region_bytes, static_cast<unsigned*>(lamport_.ctrl.data_ptr()),
+                                     scale, lamport_.max_blocks, lamport_.timeout_ns, stream.stream()));
+    if (!aligned) {
+      const c10::cuda::CUDAStreamGuard on(stream);
+      t.copy_(data);
+    }
     ++fast_calls_[kLamport];
     if (!capturing) lamport_.last = stream;
-    if (async_op) {
+    if (own_stream) {
       // The caller may free t before the kernel ends: keep its memory from reuse until then.
       c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream);
       return c10::make_intrusive<StreamOrderedWork>(std::vector<at::Tensor>{t}, c10d::OpType::ALLREDUCE,

@@ -143,26 +143,35 @@ def _model() -> torch.nn.Module:
 
 def scenario_ddp(rank: int, ws: int, device: str) -> None:
     """DDP over smddp ends with the same parameters as DDP over gloo/nccl."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     reference_backend = "gloo" if device == "cpu" else "nccl"
     ref_group = dist.new_group(backend=reference_backend)
-    results = []
-    for group in (None, ref_group):
-        model = _model().to(device)
-        ddp = DDP(model, process_group=group, device_ids=None if device == "cpu" else [torch.cuda.current_device()])
-        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-        gen = torch.Generator().manual_seed(1234 + rank)
-        for _ in range(5):
-            x = torch.randn(8, 16, generator=gen).to(device)
-            loss = ddp(x).square().mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        results.append([p.detach().cpu().clone() for p in model.parameters()])
-    for a, b in zip(*results, strict=True):
-        if not torch.allclose(a, b, rtol=1e-5, atol=1e-6):
-            raise AssertionError(f"DDP parameters differ between smddp and {reference_backend}: {(a - b).abs().max()}")
+    # CUDA: also DDP's Python comm-hook path (all_reduce(async_op=True).get_future().then(...))
+    hooks = [None] + ([default_hooks.bf16_compress_hook] if device == "cuda" else [])
+    for hook in hooks:
+        results = []
+        for group in (None, ref_group):
+            model = _model().to(device)
+            ddp = DDP(model, process_group=group,
+                      device_ids=None if device == "cpu" else [torch.cuda.current_device()])
+            if hook is not None:
+                ddp.register_comm_hook(group, hook)
+            opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+            gen = torch.Generator().manual_seed(1234 + rank)
+            for _ in range(5):
+                x = torch.randn(8, 16, generator=gen).to(device)
+                loss = ddp(x).square().mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            results.append([p.detach().cpu().clone() for p in model.parameters()])
+        rtol = 1e-5 if hook is None else 1e-2  # bf16 sums: rounding order may differ on 4+ ranks
+        for a, b in zip(*results, strict=True):
+            if not torch.allclose(a, b, rtol=rtol, atol=1e-6 if hook is None else 1e-3):
+                raise AssertionError(f"DDP (hook {hook}) parameters differ between smddp and {reference_backend}: "
+                                     f"{(a - b).abs().max()}")
     print(f"rank {rank}: DDP smddp == {reference_backend}")
 
 
@@ -452,27 +461,96 @@ def scenario_lamport(rank: int, ws: int, device: str) -> None:
                 _close(f"lamport {dtype} n={n} {op}", a, b)
                 same_on_every_rank(f"lamport {dtype} n={n}", a)
                 checks += 1
-        # a NaN whose bits are the sentinel (all ones) still arrives, as a NaN
-        x = torch.ones(64, device="cuda", dtype=dtype)
+        # inputs holding the sentinel's bits (all ones: a NaN) still arrive, as NaNs: from one
+        # rank, from every rank, in the partial last vector; -0.0 keeps its sign; all ranks agree
+        # bit for bit; and the slots are clean afterwards (the next call is exact)
+        n = 67 if dtype == torch.float32 else 69  # a size whose last 16-byte vector is partial
+        x = torch.ones(n, device="cuda", dtype=dtype)
+        bits = x.view(torch.int16 if dtype.itemsize == 2 else torch.int32)
         if rank == ws - 1:
-            x.view(torch.int16 if dtype.itemsize == 2 else torch.int32)[5] = -1
+            bits[5] = -1
+        bits[n - 1] = -1
+        x[7] = -0.0
         dist.all_reduce(x, group=group)
-        if not (torch.isnan(x[5]) and torch.equal(x[6:], torch.full_like(x[6:], ws))):
-            raise AssertionError(f"lamport NaN {dtype}: {x[:8].tolist()}")
+        rest = torch.cat([x[:5], x[6:7], x[8 : n - 1]])
+        negative_zero = -(1 << (8 * dtype.itemsize - 1))  # the sign bit alone, as a signed integer
+        if not (torch.isnan(x[5]) and torch.isnan(x[n - 1]) and int(bits[7]) == negative_zero
+                and torch.equal(rest, torch.full_like(rest, ws))):
+            raise AssertionError(f"lamport sentinel inputs {dtype}: {x[:9].tolist()} ... {x[-2:].tolist()}")
+        same_on_every_rank(f"lamport sentinel inputs {dtype}", x)
+        y = torch.full((n,), float(rank + 1), device="cuda", dtype=dtype)
+        dist.all_reduce(y, group=group)
+        dist.all_reduce(y, group=group)  # both slots
+        if not torch.equal(y, torch.full_like(y, ws * ws * (ws + 1) / 2)):
+            raise AssertionError(f"lamport after sentinel inputs {dtype}: {y[:8].tolist()}")
         checks += 1
-    # non-contiguous and unaligned views, ops the kernel lacks: NCCL serves them, still correct
+    # unaligned views take the kernel through an aligned copy, even where the offset differs by
+    # rank (rank 0 aligned, the others not): a rank that went to NCCL alone would leave its peers
+    # waiting; sync and async, the async result waited on by another stream
+    side = torch.cuda.Stream()
+    for dtype in (torch.float32, torch.bfloat16):
+        for offsets, async_op in (((1,) * ws, False), (tuple(range(ws)), False), (tuple(range(ws)), True)):
+            x = torch.randn(4097 + ws, generator=gen, device="cuda").to(dtype)
+            a, b = x.clone(), x.clone()
+            off = offsets[rank]
+            calls = backend.fast_calls()[lamport]
+            work = dist.all_reduce(a[off : off + 4001], group=group, async_op=async_op)
+            if work is not None:
+                with torch.cuda.stream(side):
+                    work.wait()
+                    got = a[off : off + 4001].clone()
+                torch.cuda.current_stream().wait_stream(side)
+            else:
+                got = a[off : off + 4001]
+            dist.all_reduce(b[off : off + 4001], group=nccl_pg)
+            if backend.fast_calls()[lamport] != calls + 1:
+                raise AssertionError(f"lamport offset view {offsets} {dtype} async={async_op}: the kernel did not run")
+            _close(f"lamport offset view {offsets} {dtype} async={async_op}", got, b[off : off + 4001])
+            if not torch.equal(a[:off], x[:off]) or not torch.equal(a[off + 4001 :], x[off + 4001 :]):
+                raise AssertionError(f"lamport offset view {offsets} {dtype}: wrote outside the view")
+            checks += 1
+    # ops the kernel lacks: NCCL serves them, still correct
     calls = backend.fast_calls()[lamport]
     x = torch.randn(4097, generator=gen, device="cuda")
-    a, b = x.clone(), x.clone()
-    dist.all_reduce(a[1:], group=group)
-    dist.all_reduce(b[1:], group=nccl_pg)
-    _close("lamport offset view", a, b)
     a, b = x.clone(), x.clone()
     dist.all_reduce(a, op=R.MAX, group=group)
     dist.all_reduce(b, op=R.MAX, group=nccl_pg)
     if not torch.equal(a, b) or backend.fast_calls()[lamport] != calls:
-        raise AssertionError("lamport: MAX or an unaligned view took the kernel")
-    checks += 2
+        raise AssertionError("lamport: MAX took the kernel")
+    # dtypes the kernel lacks (AVG of integers included) and a tensor larger than the buffer
+    # (SMDDP_LAMPORT_BYTES, 8 MiB in the test): NCCL on every rank, with NCCL's result or error
+    region = int(os.environ.get("SMDDP_LAMPORT_BYTES", str(16 << 20)))
+    for name, make, op in (("float64 sum", lambda: torch.randn(999, generator=gen, device="cuda").double(), R.SUM),
+                           ("int32 avg", lambda: torch.arange(1000, device="cuda", dtype=torch.int32) * (rank + 1),
+                            R.AVG),
+                           ("larger than the buffer", lambda: torch.randn(region // 4 + 4, generator=gen,
+                                                                          device="cuda"), R.SUM)):
+        x = make()
+        results = []
+        for pg in (group, nccl_pg):
+            t = x.clone()
+            try:
+                dist.all_reduce(t, op=op, group=pg)
+                results.append(t)
+            except (RuntimeError, ValueError) as exc:
+                results.append(type(exc).__name__)
+        if isinstance(results[0], torch.Tensor) and isinstance(results[1], torch.Tensor):
+            if results[0].is_floating_point():
+                _close(f"lamport fallback {name}", results[0], results[1])
+            elif not torch.equal(results[0], results[1]):
+                raise AssertionError(f"lamport fallback {name}: differs from NCCL")
+        elif results[0] != results[1]:
+            raise AssertionError(f"lamport fallback {name}: smddp {results[0]} vs NCCL {results[1]}")
+    if backend.fast_calls()[lamport] != calls:
+        raise AssertionError("lamport: a dtype it lacks or a tensor larger than its buffer took the kernel")
+    # an asynchronous call's future chained with then(): the callback sees the reduced tensor
+    x = torch.randn(3000, generator=gen, device="cuda")
+    ref = x.clone()
+    chained = dist.all_reduce(x, group=group, async_op=True).get_future().then(lambda f: f.value()[0] * 2)
+    got = chained.wait()
+    dist.all_reduce(ref, group=nccl_pg)
+    _close("async future then()", got, ref * 2)
+    checks += 5
     # many calls back to back, sizes and dtypes mixed, no sync in between: each slot is reused
     # only when it is safe (a reuse too early shows as wrong sums)
     inputs = [torch.randn(int(n), generator=gen, device="cuda").to(dt)
@@ -541,14 +619,132 @@ def scenario_lamport(rank: int, ws: int, device: str) -> None:
                 want.mul_(0.5)
             _close(f"graph x{n_calls} replay {step}", static, want)
             checks += 1
+    # asynchronous and synchronous calls mixed inside one capture (DDP buckets beside a loss
+    # all-reduce): every captured call must run after the one before it, never beside it
+    a = torch.zeros(20000, device="cuda")
+    b = torch.zeros(3000, device="cuda", dtype=torch.bfloat16)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        work = dist.all_reduce(a, group=group, async_op=True)
+        dist.all_reduce(b, group=group)
+        work.wait()
+        work = dist.all_reduce(b, group=group, async_op=True)
+        dist.all_reduce(a, group=group)
+        work.wait()
+    for step in range(3):
+        fresh_a = torch.randn(a.numel(), generator=gen, device="cuda")
+        fresh_b = torch.randn(b.numel(), generator=gen, device="cuda").to(b.dtype)
+        a.copy_(fresh_a)
+        b.copy_(fresh_b)
+        graph.replay()
+        for t in (fresh_a, fresh_b):
+            for _ in range(2):
+                dist.all_reduce(t, group=nccl_pg)
+        _close(f"graph async+sync replay {step} (fp32)", a, fresh_a)
+        _close(f"graph async+sync replay {step} (bf16)", b, fresh_b)
+        checks += 1
+    # a group whose first Lamport call comes inside capture: NCCL serves the captured call (the
+    # set-up cannot run there); the first eager call then sets the kernel up
+    fresh_group = dist.new_group(backend="smddp")
+    fresh_backend = native_backend.native_backend_of(fresh_group)
+    force_path(fresh_group, "all_reduce", "lamport")
+    warm = torch.ones(4, device="cuda", dtype=torch.int32)
+    dist.all_reduce(warm, group=fresh_group)  # integers: NCCL, which sets its communicator up eagerly
+    static = torch.zeros(4096, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dist.all_reduce(static, group=fresh_group)
+    if fresh_backend.fast_calls()[lamport] != 0:
+        raise AssertionError("a Lamport call ran inside capture before the group's set-up")
+    fresh = torch.randn(static.numel(), generator=gen, device="cuda")
+    static.copy_(fresh)
+    graph.replay()
+    eager = fresh.clone()
+    dist.all_reduce(eager, group=fresh_group)
+    dist.all_reduce(fresh, group=nccl_pg)
+    _close("captured before set-up (NCCL)", static, fresh)
+    _close("eager after a capture before set-up", eager, fresh)
+    if fresh_backend.fast_calls()[lamport] != 1:
+        raise AssertionError("the first eager Lamport call after capture did not take the kernel")
+    # two groups of the same ranks, calls interleaved without a sync, some asynchronous: each
+    # group has its own buffer and counter, so neither disturbs the other
+    inputs = [torch.randn(1000 + 37 * i, generator=gen, device="cuda") for i in range(24)]
+    outs = [t.clone() for t in inputs]
+    works = [dist.all_reduce(t, group=(group, fresh_group)[i % 2], async_op=i % 3 == 0) for i, t in enumerate(outs)]
+    for w in works:
+        if w is not None:
+            w.wait()
+    for i, (o, t) in enumerate(zip(outs, inputs, strict=True)):
+        dist.all_reduce(t, group=nccl_pg)
+        _close(f"two groups interleaved, call {i}", o, t)
+    if fresh_backend.fast_calls()[lamport] != 13:
+        raise AssertionError(f"two groups interleaved: {fresh_backend.fast_calls()[lamport] - 1} kernel calls, want 12")
+    checks += 3
     force_path(group, "all_reduce", None)
     torch.cuda.synchronize()
-    if backend.lamport_timeouts() != 0:
+    if backend.lamport_timeouts() != 0 or fresh_backend.lamport_timeouts() != 0:
         raise AssertionError("a Lamport call timed out waiting for a peer")
     print(f"rank {rank}: {checks} lamport checks equal NCCL (kernel calls {backend.fast_calls()[lamport]})")
 
 
-SCENARIOS = {"lamport": scenario_lamport,
+def scenario_reinit(rank: int, ws: int, device: str) -> None:
+    """CUDA only, last of a launch: destroy_process_group() and init again in the same process (as
+    in-process restarts and test drivers do); the new group's Lamport kernel serves its calls
+    (its symmetric-memory helper group, named like the first, must not be the torn-down one)."""
+    from smdist_launcher.smddp import force_path, native_backend
+
+    dist.destroy_process_group()
+    dist.init_process_group("smddp", init_method=f"file://{sys.argv[4]}.again", rank=rank, world_size=ws,
+                            timeout=timedelta(seconds=120))
+    group = dist.group.WORLD
+    backend = native_backend.native_backend_of(group)
+    if backend is None:
+        raise AssertionError(f"no native backend after re-init: {native_backend.unavailable_reason()}")
+    force_path(group, "all_reduce", "lamport")
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.full((5000,), float(rank + 1), device="cuda", dtype=dtype)
+        dist.all_reduce(x, group=group)
+        check(f"lamport after re-init {dtype}", x, torch.full((5000,), ws * (ws + 1) / 2))
+    if backend.fast_calls()[4] != 2:  # routing.NATIVE_PATH_CODES["lamport"]
+        raise AssertionError(f"after re-init the Lamport kernel did not run: fast calls {backend.fast_calls()}")
+    force_path(group, "all_reduce", None)
+    print(f"rank {rank}: lamport after re-init ok")
+
+
+def scenario_lamport_timeout(rank: int, ws: int, device: str) -> None:
+    """CUDA only, a launch of its own (it stops rank 0's CUDA context): rank 0 makes a Lamport call
+    its peers skip. It must stop with a message (SMDDP_LAMPORT_TIMEOUT_S, short in the test), not
+    hang, and the process must still tear its group down and end."""
+    from smdist_launcher.smddp import force_path
+
+    group = dist.group.WORLD
+    force_path(group, "all_reduce", "lamport")
+    x = torch.ones(4096, device="cuda")
+    dist.all_reduce(x, group=group)  # every rank: the collective set-up
+    torch.cuda.synchronize()
+    check("lamport before the lost peer", x, torch.full((4096,), float(ws)))
+    store = dist.distributed_c10d._get_default_store()
+    if rank != 0:
+        # keep this rank's buffer mapped until rank 0's kernel has stopped
+        store.wait(["smddp-test/timed-out"], timedelta(seconds=50))
+        return
+    try:
+        dist.all_reduce(x, group=group)  # the peers never come
+        torch.cuda.synchronize()
+    except RuntimeError as exc:
+        print(f"rank 0: the lost peer stopped the context: {str(exc).strip().splitlines()[0]}", flush=True)
+    else:
+        raise AssertionError("a Lamport call without its peers completed")
+    store.set("smddp-test/timed-out", "1")
+    dist.destroy_process_group()
+    print("rank 0: torn down after the timeout", flush=True)
+    import ctypes
+
+    ctypes.CDLL(None).fflush(None)  # the driver's device printf/assert lines sit in C stdio buffers
+    os._exit(0)  # interpreter finalization would free CUDA memory of a stopped context
+
+
+SCENARIOS = {"lamport": scenario_lamport, "reinit": scenario_reinit, "lamport_timeout": scenario_lamport_timeout,
              "funcol": scenario_funcol, "fast_paths": scenario_fast_paths, "collectives": scenario_collectives,
              "ddp": scenario_ddp, "fsdp2": scenario_fsdp2, "native": scenario_native}
 

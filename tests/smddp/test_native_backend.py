@@ -151,3 +151,19 @@ def test_lamport_rank_limit_matches_the_kernel() -> None:
     assert kernel is not None
     match = re.search(r"constexpr int kMaxRanks = (\d+);", kernel.read_text())
     assert match and int(match.group(1)) == native_backend.LAMPORT_MAX_RANKS
+
+
+def test_lamport_timeout_setting_is_checked(monkeypatch) -> None:
+    """SMDDP_LAMPORT_TIMEOUT_S: seconds above 0 (0 would stop the context at the first wait for a
+    peer); a bad value names the variable, its value and what is allowed."""
+    from datetime import timedelta
+
+    monkeypatch.delenv("SMDDP_LAMPORT_TIMEOUT_S", raising=False)
+    assert native_backend.lamport_timeout_s(timedelta(minutes=10)) == 600.0
+    assert native_backend.lamport_timeout_s(timedelta(days=365)) == native_backend.LAMPORT_TIMEOUT_MAX_S
+    monkeypatch.setenv("SMDDP_LAMPORT_TIMEOUT_S", "2.5")
+    assert native_backend.lamport_timeout_s(timedelta(minutes=10)) == 2.5
+    for bad in ("0", "-1", "30s", "nan", "inf", "1e30"):
+        monkeypatch.setenv("SMDDP_LAMPORT_TIMEOUT_S", bad)
+        with pytest.raises(ValueError, match=re.escape(f"SMDDP_LAMPORT_TIMEOUT_S={bad!r}: expected seconds")):
+            native_backend.lamport_timeout_s(timedelta(minutes=10))

@@ -38,11 +38,28 @@ def test_gpu_matches_nccl(run_ranks, monkeypatch, world_size: int) -> None:
         pytest.skip(f"needs {world_size} CUDA GPUs, found {_gpus()}")
     monkeypatch.setenv("SMDDP_LAMPORT_BYTES", str(8 << 20))  # forced Lamport calls up to 8 MiB, any group size
     monkeypatch.setenv("SMDDP_LAMPORT_TIMEOUT_S", "30")  # a lost peer store fails the test, not hangs it
-    log = run_ranks("lamport,collectives,fast_paths,ddp,fsdp2,funcol,native", world_size, device="cuda", timeout=300)
+    log = run_ranks("lamport,collectives,fast_paths,ddp,fsdp2,funcol,native,reinit", world_size, device="cuda",
+                    timeout=300)
     assert log.count("lamport checks equal NCCL") == world_size
+    assert log.count("lamport after re-init ok") == world_size
     assert log.count("fast-path checks equal NCCL") == world_size
     assert log.count("DDP smddp == nccl") == world_size
     assert log.count("native-backend checks equal NCCL") == world_size
+
+
+@pytest.mark.gpu
+def test_gpu_lamport_lost_peer_stops_with_a_message(run_ranks, monkeypatch) -> None:
+    """A rank whose peer skips a Lamport AllReduce stops after SMDDP_LAMPORT_TIMEOUT_S with a
+    device-side assert naming the timeout (not a hang, not a bare launch failure) and still
+    tears its group down."""
+    if _gpus() < 2:
+        pytest.skip(f"needs 2 CUDA GPUs, found {_gpus()}")
+    monkeypatch.setenv("SMDDP_LAMPORT_BYTES", str(1 << 20))
+    monkeypatch.setenv("SMDDP_LAMPORT_TIMEOUT_S", "2")
+    log = run_ranks("lamport_timeout", 2, device="cuda", timeout=90)
+    assert "rank 0: the lost peer stopped the context" in log
+    assert "a peer did not arrive in time (SMDDP_LAMPORT_TIMEOUT_S)" in log
+    assert "rank 0: torn down after the timeout" in log
 
 
 @pytest.mark.gpu

@@ -162,8 +162,7 @@ class NativeHelper:
         torch.cuda.synchronize(device)
         self.cpu.pg.barrier(dist.BarrierOptions()).wait()
         self._lamport = (buffer, handle)  # the rendezvous keeps the peers' mappings alive
-        timeout_s = float(os.environ.get("SMDDP_LAMPORT_TIMEOUT_S", self.timeout.total_seconds()))
-        return buffer, peers, self.lamport_bytes, timeout_s
+        return buffer, peers, self.lamport_bytes, lamport_timeout_s(self.timeout)
 
     def allgather_ce(self, output: torch.Tensor, input: torch.Tensor, group_uid: str) -> bool:
         from .fast_allgather import CopyEngineAllGather
@@ -186,6 +185,7 @@ def create(module: ModuleType, store: dist.Store, rank: int, size: int, timeout:
     options._timeout = timeout
     nccl = dist.ProcessGroupNCCL(dist.PrefixStore("smddp/nccl/", store), rank, size, options)
     router = Router(native=True, gpu=torch.cuda.get_device_name(), lamport=bool(getattr(module, "LAMPORT", False)))
+    lamport_timeout_s(timeout)  # a bad setting fails here, at init_process_group, not at the first call
     helper = NativeHelper(store, rank, size, timeout, lamport_region_bytes(router, size))
     return module.SmddpBackend(rank, size, nccl, helper, native_route_codes(router, size))
 
@@ -209,6 +209,25 @@ def lamport_region_bytes(router: Router, group_size: int) -> int:
     if group_size < 2 or group_size > LAMPORT_MAX_RANKS:
         return 0
     return -(-max(wanted, 0) // 16) * 16
+
+
+LAMPORT_TIMEOUT_MAX_S = 7 * 24 * 3600.0  # the kernel counts nanoseconds in 64 bits: keep far inside
+
+
+def lamport_timeout_s(group_timeout: timedelta) -> float:
+    """Seconds a Lamport AllReduce waits for a peer before it stops the CUDA context:
+    ``SMDDP_LAMPORT_TIMEOUT_S``, else the group's timeout (both capped at a week)."""
+    env = os.environ.get("SMDDP_LAMPORT_TIMEOUT_S", "").strip()
+    if not env:
+        return min(max(group_timeout.total_seconds(), 1.0), LAMPORT_TIMEOUT_MAX_S)
+    try:
+        value = float(env)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= LAMPORT_TIMEOUT_MAX_S:  # also NaN
+        raise ValueError(f"SMDDP_LAMPORT_TIMEOUT_S={env!r}: expected seconds, a number above 0 and at most "
+                         f"{LAMPORT_TIMEOUT_MAX_S:.0f} (a week), e.g. 300")
+    return value
 
 
 def native_backend_of(group: Any) -> Any:

@@ -32,14 +32,26 @@ def register_group(group_name: str, store: Any, rank: int, size: int, timeout: A
     subclasses) and the rendezvous crashes. So the fast paths use a plain C++ ProcessGroup
     over the same store with a gloo backend of its own, registered as ``<name>/smddp-symm``,
     and the group info is also set directly (older torch reads only that).
+
+    ``destroy_process_group()`` unregisters every group, this helper included, and a later
+    ``init_process_group`` names its groups "0", "1"... again: a name registered before the
+    teardown would resolve to nothing (or to the old store) in the next run. So each teardown
+    seen starts a new generation of names (every rank tears down and re-inits alike, so they agree).
     """
     import torch.distributed as dist
-    from torch._C._distributed_c10d import _register_process_group
+    from torch._C._distributed_c10d import _register_process_group, _resolve_process_group
 
     symm_mem = _symm_mem()
-    name = cast("GroupName", f"{group_name}/smddp-symm")
+    generation = _GENERATIONS.get(group_name, 0)
+    name = cast("GroupName", _symm_name(group_name, generation))
     if name in _REGISTERED:
-        return name
+        try:
+            _resolve_process_group(name)
+            return name  # the same run: the group is already set up
+        except RuntimeError:  # unregistered by destroy_process_group: a new run
+            generation += 1
+            _GENERATIONS[group_name] = generation
+            name = cast("GroupName", _symm_name(group_name, generation))
     prefixed = dist.PrefixStore("smddp/symm/", store)
     helper = dist.ProcessGroup(prefixed, rank, size)
     gloo_args = (dist.PrefixStore("gloo/", prefixed), rank, size) + ((timeout,) if timeout is not None else ())
@@ -58,7 +70,12 @@ def register_group(group_name: str, store: Any, rank: int, size: int, timeout: A
     return name
 
 
+def _symm_name(group_name: str, generation: int) -> str:
+    return f"{group_name}/smddp-symm" + (f".{generation}" if generation else "")
+
+
 _REGISTERED: dict[str, Any] = {}  # keeps the helper groups alive for the process's lifetime
+_GENERATIONS: dict[str, int] = {}  # group name -> teardowns seen (register_group)
 
 
 class SymmBufferPair:
