@@ -73,6 +73,8 @@ MATRIX = [  # name: worker arguments (AWS's modes: TP/delayed params/use_orig_pa
     ("tp2-fsdp1-delayed-orig", ["--delayed", "--orig-params"]), ("tp2-fsdp1-nosp", ["--no-sp"]),
     ("tp2-fsdp2", ["--flow", "fsdp2"]), ("tp2-fsdp2-delayed", ["--flow", "fsdp2", "--delayed"]),
     ("tp1-hsd2-fsdp1", ["--tp", "1", "--hsd", "2"]),
+    ("tp2-fsdp1-reentrant", ["--reentrant"]),  # AWS's scripts checkpoint with CheckpointImpl.REENTRANT
+    ("tp2-fsdp1-offload", ["--reentrant", "--offload"]),  # and offload it when sm_activation_offloading is on
 ]
 MATRIX_4 = [  # 4 ranks (--matrix all4): TP 4 (sequence parallelism over the sequence: batch 2 < 4), TP 2 x HSDP 2
     ("tp4-fsdp1", ["--tp", "4"]), ("tp4-fsdp2", ["--tp", "4", "--flow", "fsdp2"]),
@@ -93,6 +95,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--orig-params", action="store_true", help="FSDP1 use_orig_params=True")
     ap.add_argument("--no-sp", action="store_true", help="transform without sequence parallelism")
     ap.add_argument("--fp32", action="store_true", help="no mixed precision (exact comparisons)")
+    ap.add_argument("--reentrant", action="store_true", help="activation checkpointing with CheckpointImpl.REENTRANT")
+    ap.add_argument("--offload", action="store_true", help="sm_activation_offloading + offload_wrapper")
     ap.add_argument("--matrix", default="",
                     help="comma-separated MATRIX names (or 'all', 'all4') run one after another")
     return ap.parse_args(argv)
@@ -101,7 +105,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def run(args: argparse.Namespace, device: torch.device) -> list[float]:
     from smdist_launcher.smp.state import reset_state
     reset_state()
-    tsm.init({"tensor_parallel_degree": args.tp, "hybrid_shard_degree": args.hsd, "random_seed": 7})
+    tsm.init({"tensor_parallel_degree": args.tp, "hybrid_shard_degree": args.hsd, "random_seed": 7,
+              "sm_activation_offloading": args.offload})
     torch.manual_seed(7)
     model = build(args.model, args.delayed, args.flash)
     model = tsm.transform(model, sequence_parallel=not args.no_sp)
@@ -129,8 +134,13 @@ def run(args: argparse.Namespace, device: torch.device) -> list[float]:
             if hasattr(model, "tie_weights"):
                 model.tie_weights()
     apply_activation_checkpointing(
-        model, checkpoint_wrapper_fn=functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT),
+        model, checkpoint_wrapper_fn=functools.partial(
+            checkpoint_wrapper,
+            checkpoint_impl=CheckpointImpl.REENTRANT if args.reentrant else CheckpointImpl.NO_REENTRANT),
         check_fn=lambda m: isinstance(m, TransformerLayer))
+    if args.offload:
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import offload_wrapper
+        model = offload_wrapper(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(11 + tsm.state.dp_rank)
     losses = []

@@ -20,7 +20,8 @@ from .multiprocess import REPO, torchrun
 torch = pytest.importorskip("torch")
 WORKER = REPO / "tests" / "smp" / "hf_aws_worker.py"
 ALL_MODES = ["tp2-fsdp1", "tp2-fsdp1-delayed", "tp2-fsdp1-orig", "tp2-fsdp1-delayed-orig", "tp2-fsdp1-nosp",
-             "tp2-fsdp2", "tp2-fsdp2-delayed", "tp1-hsd2-fsdp1"]  # the worker's MATRIX
+             "tp2-fsdp2", "tp2-fsdp2-delayed", "tp1-hsd2-fsdp1", "tp2-fsdp1-reentrant",
+             "tp2-fsdp1-offload"]  # the worker's MATRIX
 
 
 def _check(rows: dict[str, dict], names: list[str]) -> None:

@@ -2,7 +2,9 @@
 
 Sequence parallelism splits the batch when it divides by the TP degree (no cat/chunk copies), the sequence
 otherwise; the partial gradients of a block (norms, row-parallel biases) take one all-reduce, not one per tensor;
-both stay exact against one process under FSDP2 and FSDP1 (use_orig_params off/on) with gradient accumulation;
+both stay exact against one process under FSDP2 and FSDP1 (use_orig_params off/on) with gradient accumulation
+(frozen norm parameters too); an activation-checkpoint recompute after a forward of another shape splits as its
+own forward did; a forward whose batch and sequence both don't divide (decoding one token) runs unsplit;
 a script that compiles each block with ``torch.compile`` gets one graph per block, collectives inside, that trains
 the same.
 """
@@ -16,12 +18,12 @@ from .multiprocess import torchrun
 
 torch = pytest.importorskip("torch")
 WORKER = Path(__file__).with_name("tp_local_modules_worker.py")
-EXACT = ["fsdp2:batch", "fsdp2:seq", "fsdp1:batch", "fsdp1-orig:batch"]
+EXACT = ["fsdp2:batch", "fsdp2:seq", "fsdp1:batch", "fsdp1-orig:batch", "fsdp1-orig:frozen"]
 
 
 @pytest.fixture(scope="module")
 def rows() -> dict[str, dict]:
-    found, _ = torchrun(WORKER, 2, [",".join(["layout", *EXACT, "fsdp2:compile"])], timeout=300)
+    found, _ = torchrun(WORKER, 2, [",".join(["layout", "recompute", *EXACT, "fsdp2:compile"])], timeout=300)
     return found
 
 
@@ -54,3 +56,12 @@ def test_compiled_blocks_train_like_one_process(rows: dict[str, dict]) -> None:
     assert row["losses"] == pytest.approx(row["ref_losses"], rel=1e-5)
     assert row["norms"] == pytest.approx(row["ref_norms"], rel=1e-5)
 
+
+
+def test_a_recompute_splits_as_its_forward_did(rows: dict[str, dict]) -> None:
+    # batch 2 seq 8 and batch 1 seq 16 forwarded before one backward: the first recompute took the second
+    # forward's split (reentrant on a middle block: wrong gradients, no error; non-reentrant: checkpoint's
+    # metadata error). The third, batch 1 seq 7, divides neither way: it runs unsplit (it raised before).
+    row = rows["recompute"]
+    assert row["reentrant-middle"] == pytest.approx(0, abs=1e-5), row
+    assert row["nonreentrant-all"] == pytest.approx(0, abs=1e-5), row

@@ -6,7 +6,11 @@ Checks (one ``RESULT {json}`` line each on rank 0; tests/smp/test_tp_local_modul
 - ``<wrapper>-<split>``: two steps of two accumulated micro-batches (FSDP2 ``set_requires_gradient_sync(False)``
   / FSDP1 ``no_sync`` on the first) give the single-process model's losses and gradient norms;
 - ``compile``: the same with each block's forward compiled by the script (Dynamo + Inductor on CPU, functional
-  collectives).
+  collectives);
+- ``fsdp1-orig:frozen``: the same with some norm parameters frozen (FSDP1 puts them in the trained flat parameter);
+- ``recompute``: activation checkpointing (reentrant on a middle block, non-reentrant on every block) with three
+  forwards of different shapes before one backward (one neither of whose dimensions divides: not split): each
+  recompute splits as its own forward did.
 """
 from __future__ import annotations
 
@@ -92,6 +96,57 @@ def parallel(base: torch.nn.Module, steps, wrapper: str,
     return losses, norms
 
 
+def freeze(model: torch.nn.Module) -> torch.nn.Module:
+    model.layers[0].attention_norm.weight.requires_grad_(False)
+    model.layers[1].ffn_norm.bias.requires_grad_(False)
+    return model
+
+
+def recompute() -> dict:
+    """Two forwards before one backward, batch 2 seq 8 then batch 1 seq 16: both split into (1, 8) chunks, the
+    first over the batch, the second over the sequence; a recompute of the first that took the second's split
+    gathered along the wrong dimension (silently wrong gradients with reentrant checkpointing on a middle block)."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
+    from torch.utils.checkpoint import checkpoint
+
+    class Reentrant(torch.nn.Module):
+        def __init__(self, block: torch.nn.Module) -> None:
+            super().__init__()
+            self.block = block
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return checkpoint(self.block, x, use_reentrant=True)
+
+    torch.manual_seed(1)
+    base = GPT(GPTConfig(dim=32, n_layers=3, n_heads=4, vocab_size=64))
+    g = torch.Generator().manual_seed(5)
+    # (1, 7): neither divides by 2, that forward is not split
+    batches = [torch.randint(0, 64, (b, s + 1), generator=g) for b, s in ((2, 8), (1, 16), (1, 7))]
+    row = {}
+    for impl in ("reentrant-middle", "nonreentrant-all"):
+        reset_state()
+        tsm.init({"tensor_parallel_degree": 2})
+        model = tsm.transform(copy.deepcopy(base))
+        for i in (1,) if impl == "reentrant-middle" else range(3):
+            model.layers[i] = (Reentrant(model.layers[i]) if impl == "reentrant-middle"
+                               else checkpoint_wrapper(model.layers[i], checkpoint_impl=CheckpointImpl.NO_REENTRANT))
+        ref = copy.deepcopy(base)
+        try:
+            sum(lm_loss(model(t[:, :-1]), t[:, 1:]) for t in batches).backward()
+        except Exception as exc:  # noqa: BLE001 -- reported as the check's result
+            row[impl] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            continue
+        sum(lm_loss(ref(t[:, :-1]), t[:, 1:]) for t in batches).backward()
+        grads = {n.replace("block.", "").replace("_checkpoint_wrapped_module.", ""): p.grad
+                 for n, p in model.named_parameters()}
+        row[impl] = max(float((local_grad(grads[n]) - q.grad).abs().max()) for n, q in ref.named_parameters())
+    return row
+
+
+def local_grad(g: torch.Tensor) -> torch.Tensor:
+    return g.full_tensor() if hasattr(g, "full_tensor") else g
+
+
 def layout(base: torch.nn.Module) -> dict:
     from torch.profiler import profile
     reset_state()
@@ -126,13 +181,16 @@ def main() -> None:
     which = sys.argv[1].split(",")
     if "layout" in which:
         emit(check="layout", **layout(base))
+    if "recompute" in which:
+        emit(check="recompute", **recompute())
     for name in which:
-        if name == "layout":
+        if name in ("layout", "recompute"):
             continue
         wrapper, _, split = name.partition(":")
-        steps = data(2 if split in ("batch", "compile") else 1)
-        ref = reference(base, steps)
-        got = parallel(base, steps, wrapper, compile_blocks=split == "compile")
+        steps = data(2 if split in ("batch", "compile", "frozen") else 1)
+        start = freeze(copy.deepcopy(base)) if split == "frozen" else base
+        ref = reference(start, steps)
+        got = parallel(start, steps, wrapper, compile_blocks=split == "compile")
         row = {"check": name, "losses": got[0], "norms": got[1], "ref_losses": ref[0], "ref_norms": ref[1]}
         if split == "compile":
             from torch._dynamo.utils import counters

@@ -13,7 +13,8 @@ the local shards and runs plain matmuls with one explicit collective per boundar
   split is over the batch (dimension 0: contiguous chunks, no cat/chunk copies) when the batch divides by the TP
   degree, else over the sequence (batch 1, long context): norms, residual adds and dropout act per token, so
   which tokens a rank holds does not matter as long as split, gather and reduce-scatter agree (the first block
-  decides per forward, ``SPLayout``);
+  decides per forward, ``SPLayout``); when neither divides (a decoding step of one token, batch 1) that forward
+  does not split: every rank keeps every token, row outputs are all-reduced;
 - the parameters whose gradients are partial sums under sequence parallelism (norm weights/biases, row-parallel
   biases) go through one ``CopyToTPGrouped`` per block: one all-reduce of the block's flattened partial gradients
   inside backward, before the block's gradients reach FSDP (FSDP1, FSDP2, gradient accumulation unchanged);
@@ -24,6 +25,7 @@ The host runs a handful of Python calls per block instead of DTensor's dispatch 
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,23 +67,50 @@ OPTIONS = TPOptions()
 class SPLayout:
     """Which dimension the residual stream is split along in the current forward, and the full (batch, seq) shape:
     set by the first block's input split, read by every norm gather and row reduce-scatter of the model (their
-    autograd functions keep the dimension for backward). Shared by every module of one transformed model."""
+    autograd functions keep the dimension for backward). Shared by every module of one transformed model.
+
+    An activation-checkpoint recompute runs a block's forward again during backward, after later forwards may have
+    chosen another split (micro-batches of other shapes, an evaluation in between): ``follow`` ties the split to
+    each block's and SP module's input tensor and takes it back when a recompute sees that tensor again (the same
+    object without reentrancy, a detached alias of it with), so the recompute gathers and reduce-scatters as its
+    forward did. Shapes alone cannot tell: a (1, 8) chunk is batch 2 split over the batch or batch 1 seq 16 split
+    over the sequence."""
 
     def __init__(self) -> None:
-        self.dim = SEQ_DIM
+        self.dim: int | None = SEQ_DIM  # None: this forward is not split (neither batch nor sequence divides)
         self.full: tuple[int, int] | None = None
+        # (data_ptr, shape, stride) -> (the tensor, weakly; its forward's dim and full shape)
+        self._seen: dict[tuple[int, torch.Size, tuple[int, ...]],
+                         tuple[weakref.ref[torch.Tensor], int | None, tuple[int, int] | None]] = {}
 
-    def choose(self, x: torch.Tensor, size: int) -> int:
-        self.dim = BATCH_DIM if OPTIONS.batch_split_sp and x.shape[0] % size == 0 else SEQ_DIM
+    def choose(self, x: torch.Tensor, size: int) -> int | None:
+        if OPTIONS.batch_split_sp and x.shape[0] % size == 0:
+            self.dim = BATCH_DIM
+        else:
+            self.dim = SEQ_DIM if x.shape[1] % size == 0 else None
         self.full = (x.shape[0], x.shape[1])
+        # entries of tensors gone (their forward and backward are over) can't be hit again: drop them
+        self._seen = {k: v for k, v in self._seen.items() if v[0]() is not None}
         return self.dim
 
-    def gather_dim(self, chunk: torch.Tensor, size: int) -> int:
-        """The split dimension, checked against the chunk (an activation-checkpoint recompute after a forward of
-        another shape would otherwise gather along the wrong dimension)."""
+    def follow(self, x: torch.Tensor) -> None:
+        """Record the current split for ``x``, or restore the split recorded for a live tensor at the same memory
+        (a recompute of the forward that recorded it: no two live tensors of different forwards share memory)."""
+        if torch.compiler.is_compiling() or type(x) is not torch.Tensor or x.is_meta or x.numel() == 0:
+            return  # traced, or no memory of its own to know it by (subclasses, meta): the current split holds
+        key = (x.data_ptr(), x.shape, x.stride())
+        seen = self._seen.get(key)
+        if seen is not None and seen[0]() is not None:
+            _, self.dim, self.full = seen
+        else:
+            self._seen[key] = (weakref.ref(x), self.dim, self.full)
+
+    def gather_dim(self, chunk: torch.Tensor, size: int) -> int | None:
+        """The split dimension, checked against the chunk (a recompute whose input could not be followed, e.g.
+        copied back from an offload, after a forward of another shape would gather along the wrong dimension)."""
         if self.full is not None:
             b, s = chunk.shape[0], chunk.shape[1]
-            expected = (b * size, s) if self.dim == BATCH_DIM else (b, s * size)
+            expected = (b * size, s) if self.dim == BATCH_DIM else (b, s * size) if self.dim == SEQ_DIM else (b, s)
             if expected != self.full:
                 raise RuntimeError(f"smp: sequence-parallel chunk of shape {tuple(chunk.shape)} does not match this "
                                    f"forward's batch {self.full} split along dimension {self.dim} (a recompute "
@@ -121,8 +150,10 @@ def _col_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
 
 def _row_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     info = _info(self)
-    y = F.linear(x, local(self.weight))
     if info.sp:
+        info.layout.follow(x)  # a recompute starting at this module (submodule checkpointing)
+    y = F.linear(x, local(self.weight))
+    if info.sp and info.layout.dim is not None:
         y = ReduceScatterToSP.apply(y, info.layout.dim, info.group)
     else:
         y = ReduceFromTP.apply(y, info.group)
@@ -183,8 +214,14 @@ def _sp_norm_forward(base: type[nn.Module], self: nn.Module, *args: Any, **kwarg
     # The norm sees this rank's chunk of the tokens: its parameters' gradients are partial sums, summed over the
     # TP ranks by the block's CopyToTPGrouped (put in place by the block's pre-forward hook).
     info = _info(self)
+    hidden = _find_hidden(args, kwargs)
+    if hidden is not None:
+        info.layout.follow(hidden)
     out = base.forward(self, *args, **kwargs)
-    return GatherFromSP.apply(out, info.layout.gather_dim(out, info.size), info.group)
+    dim = info.layout.gather_dim(out, info.size)
+    if dim is None:  # an unsplit forward: the column-parallel consumers' input gradients are partial sums
+        return CopyToTP.apply(out, info.group)
+    return GatherFromSP.apply(out, dim, info.group)
 
 
 class BlockTP:
@@ -195,15 +232,17 @@ class BlockTP:
     Which modules hold them is found by walking the block once (through any FSDP/checkpoint wrapper inside) and
     kept while the hook sees the same block object."""
 
-    def __init__(self, group: Any) -> None:
+    def __init__(self, group: Any, layout: SPLayout | None = None, follow: bool = False) -> None:
         self.group = group
+        self.layout = layout  # with sequence parallelism
+        self.follow = follow  # the blocks after the first (the first one's split decides afresh)
         self._block: nn.Module | None = None
         self.partial: list[tuple[nn.Module, str]] = []
         self.sharded: list[tuple[nn.Module, str]] = []
         self.saved: list[list[tuple[nn.Module, str, tuple[str, Any]]]] = []
 
     def __deepcopy__(self, memo: dict[int, Any]) -> BlockTP:
-        return BlockTP(self.group)  # finds the copy's modules at its first forward
+        return BlockTP(self.group, self.layout, self.follow)  # finds the copy's modules at its first forward
 
     def _resolve(self, block: nn.Module) -> None:
         partial: list[tuple[nn.Module, str]] = []
@@ -221,9 +260,12 @@ class BlockTP:
     def pre_forward(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self._block is not module:
             self._resolve(module)
+        if self.follow and self.layout is not None and (hidden := _find_hidden(args, kwargs)) is not None:
+            self.layout.follow(hidden)  # a recompute of this block takes its forward's split back
         swaps: list[tuple[nn.Module, str, tuple[str, Any]]] = []
         pieces = [(m, n, t) for m, n in self.partial if isinstance(t := getattr(m, n, None), torch.Tensor)]
-        if pieces:
+        # an unsplit forward computes the whole gradient on every rank: nothing to sum
+        if pieces and (self.layout is None or self.layout.dim is not None):
             tensors = [local(t) for _, _, t in pieces]
             if OPTIONS.grouped_partial_grads:
                 copies = CopyToTPGrouped.apply(self.group, *tensors)
@@ -268,11 +310,20 @@ def _set_role(module: nn.Module, role: str, info: TPInfo) -> None:
     setattr(module, TP_ATTR, info)
 
 
+_HIDDEN_KEYS = ("hidden_states", "x", "hidden_state", "input")
+
+
+def _find_hidden(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
+    if args and isinstance(args[0], torch.Tensor):
+        return args[0]
+    return next((t for key in _HIDDEN_KEYS if isinstance(t := kwargs.get(key), torch.Tensor)), None)
+
+
 def _hidden_arg(args: tuple[Any, ...], kwargs: dict[str, Any], fn: Callable[[torch.Tensor], torch.Tensor],
                 where: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
     if args and isinstance(args[0], torch.Tensor):
         return (fn(args[0]), *args[1:]), kwargs
-    for key in ("hidden_states", "x", "hidden_state", "input"):
+    for key in _HIDDEN_KEYS:
         if isinstance(kwargs.get(key), torch.Tensor):
             return args, {**kwargs, key: fn(kwargs[key])}
     raise RuntimeError(f"smp: tensor parallelism found no hidden-states tensor among the inputs of {where}")
@@ -345,11 +396,12 @@ def apply(model: nn.Module, styles: dict[str, Any], blocks: list[str], sequence_
         mod = model.get_submodule(parent)
         mod.register_forward_pre_hook(
             functools.partial(_copy_input_hook, info, parent), with_kwargs=True)
-    _install_block_hooks(model, blocks, group)
+    _install_block_hooks(model, blocks, group, layout if sp else None)
     if sp:
         info = TPInfo(group, rank, size, sp, layout=layout)
+        # before the block's BlockTP hook: it reads the split just chosen (whether to sum partial gradients)
         model.get_submodule(blocks[0]).register_forward_pre_hook(
-            functools.partial(_split_input_hook, info, blocks[0]), with_kwargs=True)
+            functools.partial(_split_input_hook, info, blocks[0]), with_kwargs=True, prepend=True)
         model.get_submodule(blocks[-1]).register_forward_hook(functools.partial(_gather_output_hook, info))
     # A tied LM head (its weight is the embedding's): the head's role keeps the tie (same sharded parameter).
     return sp
@@ -363,23 +415,26 @@ def _copy_input_hook(info: TPInfo, where: str, module: nn.Module, args: tuple[An
 def _split_input_hook(info: TPInfo, where: str, module: nn.Module, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     def split(t: torch.Tensor) -> torch.Tensor:
-        return SplitToSP.apply(t, info.layout.choose(t, info.size), info.group)
+        dim = info.layout.choose(t, info.size)
+        return t if dim is None else SplitToSP.apply(t, dim, info.group)
     return _hidden_arg(args, kwargs, split, where)
 
 
 def _gather_output_hook(info: TPInfo, module: nn.Module, args: tuple[Any, ...], output: Any) -> Any:
-    return _first_output(output, lambda t: GatherToReplicated.apply(t, info.layout.gather_dim(t, info.size),
-                                                                     info.group))
+    def gather(t: torch.Tensor) -> torch.Tensor:
+        dim = info.layout.gather_dim(t, info.size)
+        return t if dim is None else GatherToReplicated.apply(t, dim, info.group)
+    return _first_output(output, gather)
 
 
-def _install_block_hooks(model: nn.Module, blocks: list[str], group: Any) -> None:
+def _install_block_hooks(model: nn.Module, blocks: list[str], group: Any, layout: SPLayout | None) -> None:
     """One ``BlockTP`` per block holding TP modules; its hooks go first among the block's own (FSDP2, registered
     later with prepend=True, still unshards before and reshards after them)."""
-    for block in blocks:
+    for i, block in enumerate(blocks):
         bmod = model.get_submodule(block)
         if not any(hasattr(m, TP_ATTR) for m in bmod.modules()):
             continue
-        tp = BlockTP(group)
+        tp = BlockTP(group, layout, follow=i > 0)
         setattr(bmod, BLOCK_ATTR, tp)
         bmod.register_forward_pre_hook(tp.pre_forward, with_kwargs=True)
         bmod.register_forward_hook(tp.post_forward, with_kwargs=True, always_call=True)
