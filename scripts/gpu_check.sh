@@ -9,9 +9,12 @@
 #     use_orig_params on/off, no sequence parallelism), TP 2 with FSDP2 (delayed on/off), TP 1 x HSDP 2; with 4+
 #     GPUs also TP 4 (FSDP1, FSDP2) and TP 2 x hybrid shard 2 (FSDP1 with use_orig_params off/on, FSDP2) on 4
 #     ranks -- one line per model and mode;
-#   - the SMDDP data-parallel path: its DDP step benchmark on 2 GPUs (smddp backend against NCCL).
-# The ranks start under torchrun (2 processes, one GPU each): the GPU image has no pydantic, which the
-# launcher's local_gpu backend needs, while the runtime under test (smp/, smddp/) imports without it.
+#   - the SMDDP data-parallel path: its DDP step benchmark on 2 GPUs (smddp backend against NCCL), for a 0.5M- and
+#     a 21M-parameter MLP;
+#   - the launcher itself: an SMP v2 TP 2 job through `smdist run` on local_gpu (2 simulated hosts x 1 GPU), and the
+#     e2e `-m gpu` files, with the launcher's wheels carried in .whl (the GPU image has no pydantic).
+# Sections 1-3 start their ranks under torchrun (one process per GPU): the runtime under test (smp/, smddp/)
+# imports without the launcher's dependencies.
 set -u -o pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONPATH="$PWD/src:$PWD/src/smdist_launcher/compat/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -96,6 +99,8 @@ done
 # 3. SMDDP data parallelism: the DDP step on 2 GPUs through the smddp backend (and NCCL for reference)
 check "smddp:ddp-step-2gpu" 180 $PY -m torch.distributed.run --standalone --nproc-per-node 2 \
   benchmarks/smddp_ddp_step.py --hidden 256 --layers 8 --out "$OUT/smddp_ddp_step.json"
+check "smddp:ddp-step-2gpu-21m" 180 $PY -m torch.distributed.run --standalone --nproc-per-node 2 \
+  benchmarks/smddp_ddp_step.py --hidden 1024 --layers 20 --out "$OUT/smddp_ddp_step_21m.json"
 
 # 4. The launcher itself: SMP v2 TP 2 through `smdist run` on local_gpu (2 simulated hosts x 1 GPU). The GPU image
 #    has no pydantic: the wheels of what `smdist run` imports there (pydantic, pydantic-core, typing-extensions,

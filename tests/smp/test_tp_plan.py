@@ -79,3 +79,22 @@ def test_linear_stack_pairs_chained_layers() -> None:
     styles = {k: type(v).__name__ for k, v in linear_stack_plan(model).items()}
     assert styles == {"0": "ColwiseParallel", "2": "RowwiseParallel"}
     assert infer_plan(model).describe() == styles
+
+
+def test_hf_causal_lm_gets_sequence_parallelism_with_its_nested_final_norm() -> None:
+    """Hugging Face keeps the embedding, the blocks and the final norm under the base model (model.norm,
+    gpt_neox.final_layer_norm) and the head at the top: sequence parallelism must find that norm."""
+    base = nn.Module()
+    base.embed_tokens = nn.Embedding(64, 8)
+    base.layers = nn.ModuleList([LlamaLikeBlock(), LlamaLikeBlock()])
+    for block in base.layers:
+        block.input_layernorm, block.post_attention_layernorm = nn.LayerNorm(8), nn.LayerNorm(8)
+    base.norm = nn.LayerNorm(8)
+    model = nn.Module()
+    model.model = base
+    model.lm_head = nn.Linear(8, 64)
+    plan = infer_plan(model)
+    assert plan.sequence_parallel and plan.blocks == ["model.layers.0", "model.layers.1"]
+    styles = plan.describe()
+    assert styles["model.norm"] == "SequenceParallel" and styles["model.layers.1.input_layernorm"] == "SequenceParallel"
+    assert styles["model.embed_tokens"] == "RowwiseParallel" and styles["lm_head"] == "ColwiseParallel"

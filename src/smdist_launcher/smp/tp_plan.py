@@ -104,7 +104,10 @@ def infer_plan(model: nn.Module, sequence_parallel: bool = True) -> TPPlan:
     embed = next((n for n, m in model.named_modules() if n.split(".")[-1] in EMBED_NAMES
                   and isinstance(m, nn.Embedding)), None)
     head = next((n for n in top if n in HEAD_NAMES and isinstance(top[n], nn.Linear)), None)
-    final_norm = next((n for n in top if n in FINAL_NORM_NAMES), None)
+    # The final norm outside every block, wherever it sits: Hugging Face keeps it under the base model
+    # (model.norm, gpt_neox.final_layer_norm), the reference GPT at the top.
+    final_norm = next((n for n, _ in model.named_modules() if n.split(".")[-1] in FINAL_NORM_NAMES
+                       and not any(n == b or n.startswith(b + ".") for b in blocks)), None)
     # Sequence parallelism needs the whole residual stream under our control: embedding -> blocks -> norm -> head.
     sp = sequence_parallel and embed is not None and head is not None and final_norm is not None
     plan = TPPlan(blocks=blocks, sequence_parallel=sp)
