@@ -39,8 +39,9 @@ def small_config(kind: str):
         return transformers.GPTNeoXConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                           intermediate_size=256, max_position_embeddings=128,
                                           use_parallel_residual=True)
-    return transformers.LlamaConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                    num_key_value_heads=2, intermediate_size=128, max_position_embeddings=128)
+    # grouped-query attention (2 query heads per k/v head) with whole k/v heads on each of 4 TP ranks
+    return transformers.LlamaConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=8,
+                                    num_key_value_heads=4, intermediate_size=128, max_position_embeddings=128)
 
 
 def build(kind: str, delayed: bool, flash: bool) -> torch.nn.Module:

@@ -98,3 +98,25 @@ def test_hf_causal_lm_gets_sequence_parallelism_with_its_nested_final_norm() -> 
     styles = plan.describe()
     assert styles["model.norm"] == "SequenceParallel" and styles["model.layers.1.input_layernorm"] == "SequenceParallel"
     assert styles["model.embed_tokens"] == "RowwiseParallel" and styles["lm_head"] == "ColwiseParallel"
+
+
+def test_a_degree_that_would_cut_key_value_heads_is_refused_before_sharding() -> None:
+    """Grouped-query attention: 4 query heads, 2 key/value heads of 2. TP 4 would give each rank half a k/v head
+    (Hugging Face Llama then failed deep in its forward with a view error); TP 2 is fine."""
+    import pytest
+
+    from smdist_launcher.smp.tp_plan import check_head_split
+
+    block = LlamaLikeBlock()
+    attn = block.self_attn
+    attn.head_dim = 2
+    attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj = (nn.Linear(8, 8), nn.Linear(8, 4), nn.Linear(8, 4),
+                                                          nn.Linear(8, 8))
+    del attn.num_heads   # recent Hugging Face attention keeps only head_dim
+    model = nn.Module()
+    model.layers = nn.ModuleList([block])
+    plan = infer_plan(model)
+    check_head_split(model, plan, 2)
+    with pytest.raises(ValueError, match=r"tensor_parallel_degree 4 would split attention heads: "
+                                         r"layers.0.self_attn.k_proj has 2 heads of 2; layers.0.self_attn.v_proj"):
+        check_head_split(model, plan, 4)

@@ -134,6 +134,31 @@ def infer_plan(model: nn.Module, sequence_parallel: bool = True) -> TPPlan:
     return plan
 
 
+def check_head_split(model: nn.Module, plan: TPPlan, tp: int) -> None:
+    """Refuse, before anything is sharded, a degree that would cut an attention head in two: every head count
+    of an attention module, and the heads of each of its column-parallel projections (out_features / head_dim:
+    grouped-query attention's k/v projections have fewer heads than q), must divide by the TP degree."""
+    problems = []
+    for path in plan.attention_modules:
+        mod = model.get_submodule(path)
+        for attr in HEAD_COUNT_ATTRS:
+            value = getattr(mod, attr, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value % tp:
+                problems.append(f"{path}.{attr} = {value}")
+        head_dim = getattr(mod, "head_dim", None)
+        if not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim <= 0:
+            continue
+        for name, child in mod.named_children():
+            style = plan.styles.get(f"{path}.{name}")
+            if isinstance(style, ColwiseParallel) and isinstance(child, nn.Linear) \
+                    and child.out_features % head_dim == 0 and (child.out_features // head_dim) % tp:
+                problems.append(f"{path}.{name} has {child.out_features // head_dim} heads of {head_dim}")
+    if problems:
+        raise ValueError(f"smp: tensor_parallel_degree {tp} would split attention heads: {'; '.join(problems)}. "
+                         "Each rank must hold whole heads: use a degree that divides the model's number of heads "
+                         "and of key/value heads (num_key_value_heads with grouped-query attention)")
+
+
 def divide_head_counts(model: nn.Module, attention_modules: list[str], tp: int) -> None:
     """Attention code that reshapes with its head count must see the local (per-rank) count."""
     for path in attention_modules:

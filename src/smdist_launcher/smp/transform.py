@@ -18,7 +18,7 @@ from .mesh import build_mesh, layout_for
 from .state import SMPState, state
 from .tensor_parallel import local_modules
 from .tensor_parallel.transformer import mark_transformer_layers
-from .tp_plan import TPPlan, divide_head_counts, find_blocks, infer_plan
+from .tp_plan import TPPlan, check_head_split, divide_head_counts, find_blocks, infer_plan
 
 log = logging.getLogger("smdist_launcher.smp")
 
@@ -84,6 +84,7 @@ def transform(model: nn.Module, device: torch.device | str | None = None, dtype:
         if not chosen.styles:
             raise ValueError("smp: tensor_parallel_degree > 1 but no module of the model matches a tensor-parallel "
                              "plan (attention/MLP projection names or chained nn.Linear layers); pass plan=")
+        check_head_split(model, chosen, tp)
         if plan is None:
             # Inferred plans run on local tensors with explicit collectives (see tensor_parallel.local_modules);
             # a caller's own plan= goes through DTensor's parallelize_module as given.
