@@ -84,14 +84,17 @@ def test_gpu_model_routes_override_the_default_table() -> None:
 
 
 def test_the_lamport_kernel_is_routed_only_when_built() -> None:
-    """Built with nvcc: 2-GPU AllReduce goes to smddp's own kernel; without it, torch's kernels."""
+    """Built with nvcc: 2- and 4-GPU AllReduce go to smddp's own kernel where it measured faster; without it,
+    torch's kernels (2 GPUs) or NCCL."""
     with_kernel = routing.Router(native=True, lamport=True)
     without = routing.Router(native=True, lamport=False)
     assert with_kernel.choose("all_reduce", 2, 8 * routing.KiB) == "lamport"
     assert with_kernel.choose("all_reduce", 2, 1 * routing.GiB) == "nccl"
     assert without.choose("all_reduce", 2, 8 * routing.KiB) in ("one_shot", "two_shot")
     assert routing.Router(lamport=True).choose("all_reduce", 2, 8 * routing.KiB) == "nccl"  # the Python group
-    assert with_kernel.choose("all_reduce", 4, 8 * routing.KiB) == "nccl"  # 4 GPUs: not measured yet
+    assert with_kernel.choose("all_reduce", 4, 512 * routing.KiB) == "lamport"
+    assert with_kernel.choose("all_reduce", 4, 1 * routing.MiB) == "nccl"  # 4 GPUs: mixed from 1 MiB
+    assert with_kernel.choose("all_reduce", 8, 8 * routing.KiB) == "nccl"  # 8 GPUs: not measured
 
 
 def test_lamport_buffer_size_follows_the_routes(monkeypatch) -> None:
@@ -99,7 +102,8 @@ def test_lamport_buffer_size_follows_the_routes(monkeypatch) -> None:
     router = routing.Router(native=True, lamport=True)
     largest = max(limit for limit, path in router.table[("all_reduce", 2)] if path == "lamport")
     assert native_backend.lamport_region_bytes(router, 2) == -(-largest // 16) * 16
-    assert native_backend.lamport_region_bytes(router, 4) == 0  # no Lamport route: no buffer
+    assert native_backend.lamport_region_bytes(router, 4) == 512 * routing.KiB
+    assert native_backend.lamport_region_bytes(router, 8) == 0  # no Lamport route: no buffer
     assert native_backend.lamport_region_bytes(routing.Router(native=True), 2) == 0
     monkeypatch.setenv("SMDDP_LAMPORT_BYTES", "1000")
     assert native_backend.lamport_region_bytes(router, 4) == 1008  # forced calls on any size up to 8 ranks

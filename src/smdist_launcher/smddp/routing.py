@@ -50,9 +50,12 @@ NATIVE_ROUTES: dict[tuple[str, int], Route] = {
 # 2x H100 (docs/benchmarks.md, 2026-11-27 18:29 and 18:38 UTC, two runs): 8 KiB-4 MiB eager
 # 11-22 us against NCCL's 28-60 us, in a CUDA graph 5-20 us against 10-37 us; 16 MiB 1.04-1.11x
 # NCCL's busbw; 32 MiB 0.88-0.91x and 64 MiB 0.81x (one-shot moves ~6x the tensor through HBM):
-# NCCL from there. Not measured on 4+ GPUs: NCCL.
+# NCCL from there. 4x H100 (docs/benchmarks.md, 2026-11-27 19:16 UTC): 8-512 KiB eager 17-23 us against
+# NCCL's 41-57 us, in a CUDA graph 8-18 us against 15-21 us; from 1 MiB mixed (bf16 1 MiB in a graph 30 us
+# against NCCL's 25): NCCL from there. 8 GPUs not measured: NCCL.
 LAMPORT_ROUTES: dict[tuple[str, int], Route] = {
     ("all_reduce", 2): [(16 * MiB, "lamport")],
+    ("all_reduce", 4): [(512 * KiB, "lamport")],
 }
 
 # Per GPU model, where the copy-engine AllGather measured differently from the H200 table above:
