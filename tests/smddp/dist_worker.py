@@ -301,7 +301,7 @@ def _close(name: str, a: torch.Tensor, b: torch.Tensor) -> None:
 def scenario_native(rank: int, ws: int, device: str) -> None:
     """CUDA only: the native C++ backend serves the group; routed and forced paths, offset and
     non-contiguous views, every op, async waits and CUDA-graph capture, all against NCCL."""
-    from smdist_launcher.smddp import force_path, native_backend
+    from smdist_launcher.smddp import force_path, native_backend, routing
 
     group = dist.group.WORLD
     backend = native_backend.native_backend_of(group)
@@ -332,13 +332,18 @@ def scenario_native(rank: int, ws: int, device: str) -> None:
 
     one, two, lamport = 2, 3, 4  # routing.NATIVE_PATH_CODES
     has_lamport = bool(getattr(native_backend._module, "LAMPORT", False))
+    router = routing.Router(native=True, lamport=has_lamport)
+
+    def routed_code(nbytes: int, dtype: torch.dtype) -> int | None:
+        """The kernel the measured table sends this size to (None: NCCL); torch's kernels have no
+        fp16 (NCCL serves it), smddp's Lamport kernel has."""
+        path = router.choose("all_reduce", ws, nbytes)
+        if path == "nccl" or (path in ("one_shot", "two_shot") and dtype == torch.float16):
+            return None
+        return routing.NATIVE_PATH_CODES[path]
+
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
-        # the measured table covers 2 GPUs: smddp's Lamport kernel (any of the three dtypes) when
-        # built, else torch's kernels, which have no fp16 (NCCL serves it)
-        if ws == 2 and has_lamport:
-            routed: tuple[int | None, int | None] = (lamport, lamport)
-        else:
-            routed = (one, two) if ws == 2 and dtype != torch.float16 else (None, None)
+        routed = (routed_code(65536, dtype), routed_code(3 << 20, dtype))
         for op in (R.SUM, R.AVG):
             compare(f"routed 64KiB {dtype} {op}", 65536 // dtype.itemsize, dtype, op, path=routed[0])
             compare(f"routed 3MiB {dtype} {op}", (3 << 20) // dtype.itemsize, dtype, op, path=routed[1])
@@ -373,7 +378,7 @@ def scenario_native(rank: int, ws: int, device: str) -> None:
     calls = backend.fast_calls()
     work = dist.all_reduce(x, group=group, async_op=True)
     want_calls = list(calls)
-    if ws == 2 and has_lamport:
+    if has_lamport and router.choose("all_reduce", ws, x.numel() * x.element_size()) == "lamport":
         want_calls[lamport] += 1
     if backend.fast_calls() != want_calls:
         raise AssertionError(f"async all_reduce: fast calls {calls} -> {backend.fast_calls()}, want {want_calls}")
