@@ -51,8 +51,9 @@ def private_environment_file() -> None:
 def root_ssh(job_key: Path) -> None:
     """root's ~/.ssh as the job's: its key pair (every host has the same), authorized; ssh's defaults reach algo-N."""
     home = Path(pwd.getpwuid(0).pw_dir) / ".ssh"
-    if not home.is_dir():
-        return  # nothing to cover without writing the machine's home folder: the driver's ssh then fails and says so
+    # A bind mount needs a folder to cover: a machine whose root never used ssh has none (a clean CI machine), so
+    # make it, empty and private, as ssh itself would; the job's files go only on the namespace's private /run.
+    home.mkdir(mode=0o700, exist_ok=True)
     folder = _PRIVATE / "ssh"
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     for name in (job_key.name, f"{job_key.name}.pub"):
