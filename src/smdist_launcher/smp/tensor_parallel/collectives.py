@@ -9,6 +9,7 @@ copies.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -119,56 +120,31 @@ class ReduceFromTP(Function):
         return grad, None
 
 
-# One class per pair with static methods (Dynamo traces autograd.Function static methods, not classmethods).
-class GatherFromSP(Function):
-    """Forward: all-gather the sequence-parallel chunks along ``dim``. Backward: reduce-scatter (the consumers hold
-    partial gradients)."""
+def _dim_pair(name: str, doc: str, forward_op: Callable[[torch.Tensor, int, Any], torch.Tensor],
+              backward_op: Callable[[torch.Tensor, int, Any], torch.Tensor]) -> type[Function]:
+    """An autograd Function applying ``forward_op`` along ``dim`` and ``backward_op`` to its gradient. Made with
+    static methods (Dynamo traces an autograd Function's static methods, not a shared classmethod base)."""
 
-    @staticmethod
     def forward(ctx: Any, x: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
         ctx.dim, ctx.group = dim, group
-        return all_gather_dim(x, dim, group)
+        return forward_op(x, dim, group)
 
-    @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        return reduce_scatter_dim(grad, ctx.dim, ctx.group), None, None
+        return backward_op(grad, ctx.dim, ctx.group), None, None
+
+    return type(name, (Function,), {"__doc__": doc, "__module__": __name__, "forward": staticmethod(forward),
+                                    "backward": staticmethod(backward)})
 
 
-class ReduceScatterToSP(Function):
-    """Forward: sum partial results and keep this rank's chunk along ``dim``. Backward: all-gather."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
-        ctx.dim, ctx.group = dim, group
-        return reduce_scatter_dim(x, dim, group)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        return all_gather_dim(grad, ctx.dim, ctx.group), None, None
-
-
-class SplitToSP(Function):
-    """Forward: keep this rank's chunk of a replicated tensor. Backward: all-gather the chunks' gradients."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
-        ctx.dim, ctx.group = dim, group
-        return split_dim(x, dim, group)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        return all_gather_dim(grad, ctx.dim, ctx.group), None, None
-
-
-class GatherToReplicated(Function):
-    """Forward: all-gather along ``dim`` into a tensor every rank then uses alike (replicated compute follows).
-    Backward: keep this rank's chunk of the (identical) gradient."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
-        ctx.dim, ctx.group = dim, group
-        return all_gather_dim(x, dim, group)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        return split_dim(grad, ctx.dim, ctx.group), None, None
+GatherFromSP = _dim_pair(
+    "GatherFromSP", "Forward: all-gather the sequence-parallel chunks along ``dim``. Backward: reduce-scatter (the "
+    "consumers hold partial gradients).", all_gather_dim, reduce_scatter_dim)
+ReduceScatterToSP = _dim_pair(
+    "ReduceScatterToSP", "Forward: sum partial results and keep this rank's chunk along ``dim``. Backward: "
+    "all-gather.", reduce_scatter_dim, all_gather_dim)
+SplitToSP = _dim_pair(
+    "SplitToSP", "Forward: keep this rank's chunk of a replicated tensor. Backward: all-gather the chunks' "
+    "gradients.", split_dim, all_gather_dim)
+GatherToReplicated = _dim_pair(
+    "GatherToReplicated", "Forward: all-gather along ``dim`` into a tensor every rank then uses alike (replicated "
+    "compute follows). Backward: keep this rank's chunk of the (identical) gradient.", all_gather_dim, split_dim)
