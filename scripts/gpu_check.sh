@@ -129,11 +129,10 @@ elif compgen -G ".whl/*.whl" > /dev/null; then
     failed=1
   fi
 fi
-gpus=$($PY -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
 if [ "$launcher" != ready ]; then
   line SKIP "launcher:smp-v2-tp2-local_gpu-2x1($launcher)" 0
-elif [ "$gpus" -lt 2 ]; then
-  line SKIP "launcher:smp-v2-tp2-local_gpu-2x1(needs-2-gpus,$gpus-visible)" 0
+elif [ "$ngpu" -lt 2 ]; then
+  line SKIP "launcher:smp-v2-tp2-local_gpu-2x1(needs-2-gpus,$ngpu-visible)" 0
 else  # the corpus case's script asserts losses, clipped norms and the gathered model.pt against a 1-process model
   CUDA_VISIBLE_DEVICES=0,1 check "launcher:smp-v2-tp2-local_gpu-2x1" 300 $PY -m smdist_launcher.cli.main run \
     tests/e2e/sagemaker_scripts/smp_v2_tp_transform/job.yaml --instance-type local_gpu --instance-count 2 \
