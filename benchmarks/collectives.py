@@ -21,6 +21,7 @@ Stdlib + torch only (runs on the GPU image).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -146,13 +147,14 @@ def sweep(ws: int, sizes: list[int], dtypes: list[torch.dtype], smddp_pg, nccl_p
                     if forced is not None:
                         force_path(smddp_pg, coll, forced)
                     try:
-                        row[label] = time_per_call(lambda: case.run(group))
+                        row[label] = time_per_call(functools.partial(case.run, group))
                         if coll == "all_reduce" and nbytes <= GRAPH_MAX and not _NO_GRAPH:
-                            row["graph_" + label] = time_in_graph(lambda: case.run(group))
+                            row["graph_" + label] = time_in_graph(functools.partial(case.run, group))
                     finally:
                         if forced is not None:
                             force_path(smddp_pg, coll, None)
-                real = case.out.numel() * case.out.element_size() if coll != "reduce_scatter" else case.inp.numel() * case.inp.element_size()
+                measured = case.inp if coll == "reduce_scatter" else case.out
+                real = measured.numel() * measured.element_size()
                 row["bytes"] = real
                 for label in [v[0] for v in variants]:
                     row[f"busbw_{label}"] = real / row[label] * busbw_factor(coll, ws) / 1e9
@@ -187,7 +189,7 @@ def gemm_overlap(ws: int, smddp_pg, nccl_pg, nbytes: int = 256 * MiB) -> dict:
     torch.cuda.synchronize()
     # Fixed call counts (every rank must issue the same collectives): the all-gather loop is
     # queued first and lasts longer than the GEMM loop, so every GEMM runs under communication.
-    t_ag = time_per_call(lambda: case.run(nccl_pg))
+    t_ag = time_per_call(functools.partial(case.run, nccl_pg))
     t_mm = time_per_call(lambda: torch.mm(a, b))
     n_comm = int(min(400, max(8, 1.6 * n_gemm * t_mm / t_ag)))
     for label, group in (("alone", None), ("nccl", nccl_pg), ("smddp", smddp_pg)):
@@ -207,7 +209,8 @@ def gemm_overlap(ws: int, smddp_pg, nccl_pg, nbytes: int = 256 * MiB) -> dict:
             times.append(start.elapsed_time(end) / n_gemm)
             if group is not None:
                 comm_times.append(cs.elapsed_time(ce) / n_comm)
-        t = torch.tensor([statistics.median(times), statistics.median(comm_times) if comm_times else 0.0], device="cuda")
+        comm = statistics.median(comm_times) if comm_times else 0.0
+        t = torch.tensor([statistics.median(times), comm], device="cuda")
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=_NCCL)
         result[f"gemm_ms_{label}"] = t[0].item()
         if group is not None:
@@ -252,12 +255,12 @@ def probe(ws: int, smddp_pg, nccl_pg, force_path) -> list[dict]:
     for nbytes in (1 * MiB, 16 * MiB, 64 * MiB, 256 * MiB, 1 * GiB):
         case = Case("all_gather", nbytes, torch.bfloat16, ws)
         row = {"collective": "all_gather", "bytes": nbytes, "world_size": ws}
-        row["nccl"] = time_per_call(lambda: case.run(nccl_pg))
-        row["cpu_nccl"] = cpu_issue_time(lambda: case.run(nccl_pg))
+        row["nccl"] = time_per_call(functools.partial(case.run, nccl_pg))
+        row["cpu_nccl"] = cpu_issue_time(functools.partial(case.run, nccl_pg))
         for label, (serial, kernel, native_lib) in variants.items():
             ag.serial, ag.kernel_stage, ag.lib = serial, kernel, native_lib
-            row[label] = time_per_call(lambda: case.run(pg))
-            row["cpu_" + label] = cpu_issue_time(lambda: case.run(pg))
+            row[label] = time_per_call(functools.partial(case.run, pg))
+            row["cpu_" + label] = cpu_issue_time(functools.partial(case.run, pg))
         rows.append(row)
         if dist.get_rank() == 0:
             print(json.dumps(row), flush=True)
@@ -280,8 +283,8 @@ def probe(ws: int, smddp_pg, nccl_pg, force_path) -> list[dict]:
     for nbytes in (8 * KiB, 64 * KiB, 512 * KiB, 2 * MiB):
         case = Case("all_reduce", nbytes, torch.bfloat16, ws)
         row = {"collective": "all_reduce", "bytes": nbytes, "world_size": ws}
-        row["nccl"] = time_per_call(lambda: case.run(nccl_pg))
-        row["cpu_nccl"] = cpu_issue_time(lambda: case.run(nccl_pg))
+        row["nccl"] = time_per_call(functools.partial(case.run, nccl_pg))
+        row["cpu_nccl"] = cpu_issue_time(functools.partial(case.run, nccl_pg))
         for path in ("one_shot", "two_shot"):
             force_path(pg, "all_reduce", path)
             for stage in ("memcpy", "kernel", "fused"):
@@ -289,8 +292,8 @@ def probe(ws: int, smddp_pg, nccl_pg, force_path) -> list[dict]:
                     continue
                 ar.stage = stage
                 label = f"{path}/{stage}"
-                row[label] = time_per_call(lambda: case.run(pg))
-                row["cpu_" + label] = cpu_issue_time(lambda: case.run(pg))
+                row[label] = time_per_call(functools.partial(case.run, pg))
+                row["cpu_" + label] = cpu_issue_time(functools.partial(case.run, pg))
         rows.append(row)
         if dist.get_rank() == 0:
             print(json.dumps(row), flush=True)
@@ -304,6 +307,78 @@ def probe(ws: int, smddp_pg, nccl_pg, force_path) -> list[dict]:
     if dist.get_rank() == 0:
         print(json.dumps(row), flush=True)
     return rows
+
+
+AG_PIPELINE_SIZES = [32 * MiB, 64 * MiB, 128 * MiB, 256 * MiB, 512 * MiB, 1 * GiB]
+AG_PIPELINE_VARIANTS = {"ce": (1, None), "ce:c2": (2, 4 * MiB), "ce:c4": (4, 4 * MiB), "ce:c8": (8, 4 * MiB)}
+
+
+def ce_engine(group):
+    """The copy-engine AllGather object serving ``group`` (native backend or Python group), built."""
+    from smdist_launcher.smddp import native_backend
+
+    native = native_backend.native_backend_of(group)
+    engine = native.helper().allgather if native is not None else group.cuda_path.allgather_ce
+    if engine is None:
+        raise RuntimeError("the copy-engine AllGather was not set up (fast paths off on this machine?)")
+    return engine
+
+
+def ag_pipeline(ws: int, smddp_pg, nccl_pg, force_path, passes: int = 3) -> list[dict]:
+    """AllGather busbw, NCCL against the copy-engine path with its staging pipelined in 1/2/4/8 parts
+    (fast_allgather.pipeline_parts), every variant timed in each of ``passes`` interleaved passes;
+    the median pass is kept. Data for SMDDP_CE_CHUNKS' default and the AllGather routes."""
+    force_path(smddp_pg, "all_gather", "ce")
+    Case("all_gather", 1 * MiB, torch.bfloat16, ws).run(smddp_pg)  # sets the fast path up
+    engine = ce_engine(smddp_pg)
+    saved = (engine.chunks, engine.min_part)
+    rows = []
+    for dtype in (torch.bfloat16, torch.float32):
+        for nbytes in AG_PIPELINE_SIZES:
+            if dtype == torch.float32 and not 64 * MiB <= nbytes <= 256 * MiB:
+                continue  # a byte copy: fp32 only where the target is
+            case = Case("all_gather", nbytes, dtype, ws)
+            times: dict[str, list[float]] = {}
+            for _ in range(passes):
+                times.setdefault("nccl", []).append(time_per_call(functools.partial(case.run, nccl_pg)))
+                for label, (chunks, min_part) in AG_PIPELINE_VARIANTS.items():
+                    engine.chunks, engine.min_part = chunks, min_part or saved[1]
+                    times.setdefault(label, []).append(time_per_call(functools.partial(case.run, smddp_pg)))
+            engine.chunks, engine.min_part = saved
+            real = case.out.numel() * case.out.element_size()
+            row = {"collective": "all_gather", "dtype": str(dtype).replace("torch.", ""), "bytes": real,
+                   "world_size": ws}
+            for label, values in times.items():
+                row[label] = statistics.median(values)
+                row[f"busbw_{label}"] = real / row[label] * busbw_factor("all_gather", ws) / 1e9
+                row[f"spread_{label}"] = (max(values) - min(values)) / statistics.median(values)
+            # the check that every rank really pipelined: the same bytes as NCCL
+            ref = torch.empty_like(case.out)
+            engine.chunks, engine.min_part = 4, 4 * MiB
+            case.run(smddp_pg)
+            engine.chunks, engine.min_part = saved
+            dist.all_gather_into_tensor(ref, case.inp, group=nccl_pg)
+            row["equal_nccl"] = bool(torch.equal(ref, case.out))
+            rows.append(row)
+            if dist.get_rank() == 0:
+                print(json.dumps(row), flush=True)
+            del case, ref
+            torch.cuda.empty_cache()
+    force_path(smddp_pg, "all_gather", None)
+    return rows
+
+
+def summarize_ag_pipeline(rep: dict) -> str:
+    rows = rep["ag_pipeline"]
+    labels = ["nccl"] + list(AG_PIPELINE_VARIANTS)
+    lines = [f"\n### AllGather, copy engines pipelined in parts vs NCCL, {rep['world_size']} GPUs ({rep['device']}, "
+             f"torch {rep['torch']}, NCCL {rep['nccl']}, {rep['date']}): busbw GB/s (ratio to NCCL)\n",
+             "| dtype | size | " + " | ".join(labels) + " | equal NCCL |", "|---" * (len(labels) + 3) + "|"]
+    for r in rows:
+        cells = [f"{r['busbw_' + k]:.0f}" + ("" if k == "nccl" else f" ({r['busbw_' + k] / r['busbw_nccl']:.2f}x)")
+                 for k in labels]
+        lines.append(f"| {r['dtype']} | {fmt_size(r['bytes'])} | " + " | ".join(cells) + f" | {r['equal_nccl']} |")
+    return "\n".join(lines)
 
 
 def fmt_size(n: int) -> str:
@@ -326,7 +401,8 @@ def summarize_probe(rep: dict) -> str:
         lines.append("")
     for r in rep["probe"]:
         if r.get("collective") == "symm_barrier":
-            lines.append(f"Symmetric-memory barrier alone: {r['barrier'] * 1e6:.1f} us per call ({r['cpu_barrier'] * 1e6:.1f} us host).")
+            lines.append(f"Symmetric-memory barrier alone: {r['barrier'] * 1e6:.1f} us per call "
+                         f"({r['cpu_barrier'] * 1e6:.1f} us host).")
     return "\n".join(lines)
 
 
@@ -340,6 +416,9 @@ def summarize(paths: list[str]) -> str:
         if "probe" in rep:
             lines.append(summarize_probe(rep))
             continue
+        if "ag_pipeline" in rep:
+            lines.append(summarize_ag_pipeline(rep))
+            continue
         lines.append(f"\n### {ws} GPUs ({rep['device']}, torch {rep['torch']}, NCCL {rep['nccl']}, {rep['date']})\n")
         lines.append(f"smddp serves CUDA through: {rep.get('smddp_backend', 'python process group')}\n")
         lines.append("| collective | dtype | size | NCCL | smddp (routed) | ratio | forced paths | in a CUDA graph |")
@@ -349,12 +428,14 @@ def summarize(paths: list[str]) -> str:
             if row["bytes"] >= MiB:
                 unit = "GB/s busbw"
                 n, s = row["busbw_nccl"], row["busbw_smddp"]
-                cell = lambda k: f"{row['busbw_' + k]:.0f}"
+                def cell(k: str, row: dict = row) -> str:
+                    return f"{row['busbw_' + k]:.0f}"
                 ratio = s / n
             else:
                 unit = "us"
                 n, s = row["nccl"] * 1e6, row["smddp"] * 1e6
-                cell = lambda k: f"{row[k] * 1e6:.1f}"
+                def cell(k: str, row: dict = row) -> str:
+                    return f"{row[k] * 1e6:.1f}"
                 ratio = n / s
             graph = ""
             if "graph_nccl" in row:
@@ -362,7 +443,8 @@ def summarize(paths: list[str]) -> str:
                 graph = f"graph: NCCL {g_n:.1f}, smddp {g_s:.1f} us ({g_s / g_n:.2f}x time); "
                 graph += ", ".join(f"{k[12:]} {row[k] * 1e6:.1f}" for k in row if k.startswith("graph_smddp:"))
             lines.append(
-                f"| {row['collective']} | {row['dtype']} | {fmt_size(row['bytes'])} | {cell('nccl')} | {cell('smddp')} {unit} "
+                f"| {row['collective']} | {row['dtype']} | {fmt_size(row['bytes'])} | {cell('nccl')} "
+                f"| {cell('smddp')} {unit} "
                 f"| {ratio:.2f}x | " + ", ".join(f"{k[6:]} {cell(k)}" for k in forced) + f" | {graph} |"
             )
         g = rep.get("gemm_overlap")
@@ -370,7 +452,8 @@ def summarize(paths: list[str]) -> str:
             lines.append(
                 f"\nGEMM (bf16 8192^3, {g['gemm_tflops_alone']:.0f} TFLOP/s alone) slowdown while all-gathering "
                 f"{fmt_size(g['allgather_bytes'])} bf16: NCCL {100 * g['gemm_slowdown_nccl']:.1f}% "
-                f"(AG {g['allgather_ms_nccl']:.2f} ms), smddp {100 * g['gemm_slowdown_smddp']:.1f}% (AG {g['allgather_ms_smddp']:.2f} ms)"
+                f"(AG {g['allgather_ms_nccl']:.2f} ms), smddp {100 * g['gemm_slowdown_smddp']:.1f}% "
+                f"(AG {g['allgather_ms_smddp']:.2f} ms)"
             )
     return "\n".join(lines)
 
@@ -384,6 +467,8 @@ def main() -> None:
     parser.add_argument("--no-gemm", action="store_true")
     parser.add_argument("--probe", action="store_true", help="time fast-path variants (staging, stream layout)")
     parser.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph AllReduce timings")
+    parser.add_argument("--ag-pipeline", action="store_true",
+                        help="only AllGather 32 MiB-1 GiB: NCCL vs the copy engines pipelined in 1/2/4/8 parts")
     args = parser.parse_args()
     if args.summarize:
         print(summarize(args.summarize))
@@ -416,8 +501,9 @@ def main() -> None:
         "torch": torch.__version__,
         "nccl": ".".join(map(str, torch.cuda.nccl.version())),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "env": {k: os.environ.get(k) for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "SMDDP_CE_SPLITS",
-                                               "SMDDP_NATIVE_BACKEND", "SMDDP_LAMPORT_BYTES")},
+        "env": {k: os.environ.get(k) for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+                                               "SMDDP_CE_SPLITS", "SMDDP_CE_CHUNKS", "SMDDP_NATIVE_BACKEND",
+                                               "SMDDP_LAMPORT_BYTES")},
     }
     from smdist_launcher.smddp import native_backend
 
@@ -427,8 +513,11 @@ def main() -> None:
         f"python process group ({native_backend.unavailable_reason() or 'native backend not tried'})")
     if dist.get_rank() == 0:
         print(json.dumps({"smddp_backend": report["smddp_backend"]}), flush=True)
-    if args.probe:
-        report["probe"] = probe(ws, smddp_pg, nccl_pg, force_path)
+    if args.probe or args.ag_pipeline:
+        if args.ag_pipeline:
+            report["ag_pipeline"] = ag_pipeline(ws, smddp_pg, nccl_pg, force_path)
+        else:
+            report["probe"] = probe(ws, smddp_pg, nccl_pg, force_path)
         if dist.get_rank() == 0:
             with open(args.out, "w") as f:
                 json.dump(report, f, indent=1)

@@ -73,52 +73,80 @@ static CUresult bind(CUcontext ctx) {
     if (r_) return r_;      \
   } while (0)
 
-// Phase 1: own chunk out[rank] = in on side stream `local`, and stage in -> local_buf on `main`.
-// events[0] is used to fork `local` off `main`; events[1] joins it back (waited in phase 2).
-int smddp_ce_stage(CUcontext ctx, CUstream main, CUstream local, CUevent* events, CUdeviceptr out,
-                   CUdeviceptr in, CUdeviceptr local_buf, size_t nbytes, int rank) {
+// Pipelined in parts (smddp_ce_stage_part / smddp_ce_pull_part / smddp_ce_join): the staging copy of
+// part k+1 (local HBM, on `main`) runs while the pull of part k (NVLink, side streams) is in flight,
+// instead of the whole staging copy before the first pull. Per part, between the two calls, the
+// caller runs one symmetric-memory barrier on `main` (the peers staged that part). events needs
+// 2 + n_streams entries: 0 fork, 1 own-chunk join, then one per pull stream (recorded at the join).
+
+// Stage in[start, start+len) -> local_buf[start, ...) on `main`. With `first`, also fork `local` off
+// `main` and copy the own chunk out[rank] = in on it (events[0] fork, events[1] its join).
+int smddp_ce_stage_part(CUcontext ctx, CUstream main, CUstream local, CUevent* events, CUdeviceptr out,
+                        CUdeviceptr in, CUdeviceptr local_buf, size_t nbytes, size_t start, size_t len, int rank,
+                        int first) {
+  if (start + len > nbytes) return SMDDP_ERR_ARGS;
   CHECK(bind(ctx));
-  CHECK(p_record(events[0], main));
-  CHECK(p_wait(local, events[0], 0));
-  CHECK(p_memcpy(out + (CUdeviceptr)rank * nbytes, in, nbytes, local));
-  CHECK(p_record(events[1], local));
-  CHECK(p_memcpy(local_buf, in, nbytes, main));
+  if (first) {
+    CHECK(p_record(events[0], main));
+    CHECK(p_wait(local, events[0], 0));
+    CHECK(p_memcpy(out + (CUdeviceptr)rank * nbytes, in, nbytes, local));
+    CHECK(p_record(events[1], local));
+  }
+  if (len) CHECK(p_memcpy(local_buf + start, in + start, len, main));
   return 0;
 }
 
-// Phase 2 (after the barrier kernel on `main`): pull every peer's chunk, split in `splits`
-// pieces, piece k of peer step j on streams[(j-1)*splits+k] (or all on streams[0] when
-// `serial`: measured faster on 4 GPUs, where concurrent pulls from 3 peers contend);
-// join everything back into `main`.
-// events needs 2 + n_streams entries (0: fork, 1: local join from phase 1, then one per stream).
-int smddp_ce_pull(CUcontext ctx, CUstream main, const CUstream* streams, CUevent* events,
-                  CUdeviceptr out, const CUdeviceptr* peer_bufs, size_t nbytes, int rank, int world,
-                  int splits, int serial) {
-  if (world < 2 || splits < 1 || rank < 0 || rank >= world) return SMDDP_ERR_ARGS;
+// Pull [start, start+len) of every peer's staged chunk (after this part's barrier on `main`), split in
+// `splits` pieces, piece k of peer step j on streams[(j-1)*splits+k] (or all on streams[0] when
+// `serial`: measured faster on 4 GPUs, where concurrent pulls from 3 peers contend). No join.
+int smddp_ce_pull_part(CUcontext ctx, CUstream main, const CUstream* streams, CUevent* events, CUdeviceptr out,
+                       const CUdeviceptr* peer_bufs, size_t nbytes, size_t start, size_t len, int rank, int world,
+                       int splits, int serial) {
+  if (world < 2 || splits < 1 || rank < 0 || rank >= world || start + len > nbytes) return SMDDP_ERR_ARGS;
+  if (len == 0) return 0;
   CHECK(bind(ctx));
   CHECK(p_record(events[0], main));
-  size_t piece = (nbytes + splits - 1) / splits;
+  size_t piece = (len + splits - 1) / splits;
   int s = 0;
   for (int step = 1; step < world; ++step) {
     int peer = (rank + step) % world;  // staggered so no peer serves everyone at once
     CUdeviceptr dst = out + (CUdeviceptr)peer * nbytes;
-    for (size_t start = 0; start < nbytes; start += piece) {
-      size_t len = nbytes - start < piece ? nbytes - start : piece;
+    for (size_t off = start; off < start + len; off += piece) {
+      size_t n = start + len - off < piece ? start + len - off : piece;
       CUstream st = streams[serial ? 0 : s];
       if (!serial || s == 0) CHECK(p_wait(st, events[0], 0));
-      CHECK(p_memcpy(dst + start, peer_bufs[peer] + start, len, st));
-      if (!serial) {
-        CHECK(p_record(events[2 + s], st));
-        ++s;
-      } else if (s == 0) {
-        s = 1;
-      }
+      CHECK(p_memcpy(dst + off, peer_bufs[peer] + off, n, st));
+      if (!serial || s == 0) ++s;
     }
   }
-  if (serial && s) CHECK(p_record(events[2], streams[0]));
-  for (int i = 0; i < s; ++i) CHECK(p_wait(main, events[2 + i], 0));
+  return 0;
+}
+
+// `main` waits for every pull stream (all n_streams: a short last part may not have used them all)
+// and for the own-chunk copy.
+int smddp_ce_join(CUcontext ctx, CUstream main, const CUstream* streams, int n_streams, CUevent* events) {
+  CHECK(bind(ctx));
+  for (int i = 0; i < n_streams; ++i) {
+    CHECK(p_record(events[2 + i], streams[i]));
+    CHECK(p_wait(main, events[2 + i], 0));
+  }
   CHECK(p_wait(main, events[1], 0));
   return 0;
+}
+
+// The unpipelined call in two phases (one part): phase 1 before the barrier, phase 2 after it.
+int smddp_ce_stage(CUcontext ctx, CUstream main, CUstream local, CUevent* events, CUdeviceptr out,
+                   CUdeviceptr in, CUdeviceptr local_buf, size_t nbytes, int rank) {
+  return smddp_ce_stage_part(ctx, main, local, events, out, in, local_buf, nbytes, 0, nbytes, rank, 1);
+}
+
+int smddp_ce_pull(CUcontext ctx, CUstream main, const CUstream* streams, CUevent* events,
+                  CUdeviceptr out, const CUdeviceptr* peer_bufs, size_t nbytes, int rank, int world,
+                  int splits, int serial) {
+  int r = smddp_ce_pull_part(ctx, main, streams, events, out, peer_bufs, nbytes, 0, nbytes, rank, world, splits,
+                             serial);
+  if (r) return r;
+  return smddp_ce_join(ctx, main, streams, serial ? 1 : (world - 1) * splits, events);
 }
 
 }  // extern "C"

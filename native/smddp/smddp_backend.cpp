@@ -53,7 +53,9 @@ cudaError_t lamport_allreduce(const void* in, void* out, int64_t nbytes, int kin
 
 // Path and collective codes shared with routing.py (NATIVE_PATH_CODES / NATIVE_COLL_CODES).
 enum Path : int { kNccl = 0, kCe = 1, kOneShot = 2, kTwoShot = 3, kLamport = 4, kNumPath = 5 };
-enum Coll : int { kAllReduce = 0, kAllGather = 1, kReduceScatter = 2, kNumColl = 3 };
+// kAllReduceAsync: routes for asynchronous AllReduce calls (DDP's buckets), where the call's host
+// cost and overlap count rather than its isolated bandwidth; without such routes they use kAllReduce's.
+enum Coll : int { kAllReduce = 0, kAllGather = 1, kReduceScatter = 2, kAllReduceAsync = 3, kNumColl = 4 };
 
 // A collective this backend ran itself on the caller's current stream, with what
 // ProcessGroupNCCL's Work gives: wait() orders the waiting stream after it, and getFuture() is a
@@ -137,12 +139,19 @@ class SmddpBackend : public c10d::Backend {
   void unforce(int coll) { forced_[coll].reset(); }
 
   int route(int coll, int64_t nbytes) const {
+    if (coll == kAllReduceAsync) {  // forcing all_reduce forces both; no async routes: the sync ones
+      if (forced_[kAllReduce].has_value()) return *forced_[kAllReduce];
+      if (routes_[kAllReduceAsync].empty()) coll = kAllReduce;
+    }
     if (forced_[coll].has_value()) return *forced_[coll];
     for (const auto& [limit, path] : routes_[coll]) {
       if (nbytes <= limit) return path;
     }
     return kNccl;
   }
+
+  // The Python helper (native_backend.NativeHelper): benchmarks tune its copy-engine AllGather.
+  py::object helper_object() { return helper(); }
 
   // Calls that took a fast path, per path code (tests check that the path really ran).
   std::vector<int64_t> fast_calls() const { return {fast_calls_.begin(), fast_calls_.end()}; }
@@ -152,7 +161,7 @@ class SmddpBackend : public c10d::Backend {
     if (!tensors.empty() && !tensors[0].is_cuda()) return cpu("allreduce", tensors, opts);
     if (tensors.size() == 1 && !coalescing_) {
       at::Tensor& t = tensors[0];
-      if (route(kAllReduce, t.numel() * t.element_size()) == kLamport) {
+      if (route(opts.asyncOp ? kAllReduceAsync : kAllReduce, t.numel() * t.element_size()) == kLamport) {
         // Asynchronous callers (DDP's reducer) get the backend's own stream, which overlaps
         // their compute as NCCL's stream would.
         if (WorkPtr work = lamport(t, opts.reduceOp, opts.asyncOp)) return work;
@@ -600,5 +609,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("unforce", &smddp::SmddpBackend::unforce, py::arg("collective"))
       .def("route", &smddp::SmddpBackend::route, py::arg("collective"), py::arg("nbytes"))
       .def("fast_calls", &smddp::SmddpBackend::fast_calls)
+      .def("helper", &smddp::SmddpBackend::helper_object)
       .def("lamport_timeouts", &smddp::SmddpBackend::lamport_timeouts);
 }

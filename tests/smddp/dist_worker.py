@@ -269,6 +269,32 @@ def scenario_fast_paths(rank: int, ws: int, device: str) -> None:
                     checks += 1
     force_path(smddp_pg, "all_gather", None)
     force_path(smddp_pg, "all_reduce", None)
+    # the copy-engine AllGather pipelined in parts (staging of part k+1 under the pull of part k):
+    # odd sizes, parts of 64 KiB so that small tensors split too, both buffers of the pair
+    from smdist_launcher.smddp import native_backend
+    from smdist_launcher.smddp.fast_allgather import pipeline_parts
+
+    force_path(smddp_pg, "all_gather", "ce")
+    native = native_backend.native_backend_of(smddp_pg)
+    engine = native.helper().allgather if native is not None else smddp_pg.cuda_path.allgather_ce
+    if engine is not None and engine.lib is not None:
+        saved = (engine.chunks, engine.min_part)
+        engine.chunks, engine.min_part = 5, 1 << 16
+        for dtype in (torch.bfloat16, torch.float32):
+            for n in (1001, (1 << 19) + 3, 3 * 1024 * 1024 + 8):
+                if n > 100_000 and len(pipeline_parts(n * dtype.itemsize, 5, 1 << 16)) < 2:
+                    raise AssertionError(f"n={n} {dtype}: expected several pipelined parts")
+                for _ in range(2):  # both buffers of the pair
+                    x = torch.randn(n, generator=gen, device="cuda").to(dtype)
+                    a = torch.full((n * ws,), float("nan"), device="cuda", dtype=dtype)
+                    b = torch.empty_like(a)
+                    dist.all_gather_into_tensor(a, x, group=smddp_pg)
+                    dist.all_gather_into_tensor(b, x, group=nccl_pg)
+                    if not torch.equal(a, b):
+                        raise AssertionError(f"pipelined all_gather {dtype} n={n} differs from NCCL")
+                    checks += 1
+        engine.chunks, engine.min_part = saved
+    force_path(smddp_pg, "all_gather", None)
     # stream order: a fast-path result consumed by the next kernel, and async wait on another stream
     x = torch.randn(1 << 20, generator=gen, device="cuda", dtype=torch.bfloat16)
     out = torch.empty(x.numel() * ws, device="cuda", dtype=x.dtype)
@@ -378,7 +404,12 @@ def scenario_native(rank: int, ws: int, device: str) -> None:
     calls = backend.fast_calls()
     work = dist.all_reduce(x, group=group, async_op=True)
     want_calls = list(calls)
-    if has_lamport and router.choose("all_reduce", ws, x.numel() * x.element_size()) == "lamport":
+
+    def async_path(nbytes: int) -> str:  # routing.py: async calls follow all_reduce unless listed
+        listed = ("all_reduce_async", ws) in router.table
+        return router.choose("all_reduce_async" if listed else "all_reduce", ws, nbytes)
+
+    if has_lamport and async_path(x.numel() * x.element_size()) == "lamport":
         want_calls[lamport] += 1
     if backend.fast_calls() != want_calls:
         raise AssertionError(f"async all_reduce: fast calls {calls} -> {backend.fast_calls()}, want {want_calls}")
@@ -389,6 +420,13 @@ def scenario_native(rank: int, ws: int, device: str) -> None:
     torch.cuda.synchronize()
     if not torch.allclose(total, ref.double().sum(), rtol=1e-6):
         raise AssertionError("async fast all_reduce not ordered before the waiting stream")
+    checks += 1
+    # the C++ backend routes asynchronous calls by the async table, or by the sync one without it
+    for nbytes in (8 << 10, 4 << 20, 16 << 20, (16 << 20) + 16, 28 << 20, 64 << 20):
+        want = routing.NATIVE_PATH_CODES[async_path(nbytes)]
+        got = backend.route(routing.NATIVE_COLL_CODES["all_reduce_async"], nbytes)
+        if got != want:
+            raise AssertionError(f"async route for {nbytes} bytes: C++ {got}, routing.py {want}")
     checks += 1
     # CUDA graph: routed one-shot and two-shot calls captured and replayed on fresh inputs
     for n in (8192, 786432):  # 32 KiB and 3 MiB of fp32: one-shot and two-shot on 2 GPUs

@@ -62,8 +62,10 @@ def test_route_codes_match_the_cpp_enums() -> None:
     assert {name: int(enums[cpp]) for name, cpp in (("nccl", "Nccl"), ("ce", "Ce"), ("one_shot", "OneShot"),
                                                     ("two_shot", "TwoShot"), ("lamport", "Lamport"))
             } == routing.NATIVE_PATH_CODES
-    assert {name: int(enums[cpp]) for name, cpp in (("all_reduce", "AllReduce"), ("all_gather", "AllGather"),
-                                                    ("reduce_scatter", "ReduceScatter"))} == routing.NATIVE_COLL_CODES
+    colls = (("all_reduce", "AllReduce"), ("all_gather", "AllGather"), ("reduce_scatter", "ReduceScatter"),
+             ("all_reduce_async", "AllReduceAsync"))
+    assert {name: int(enums[cpp]) for name, cpp in colls} == routing.NATIVE_COLL_CODES
+    assert int(enums["NumColl"]) == len(routing.NATIVE_COLL_CODES)
 
 
 def test_native_routes_for_the_cpp_backend() -> None:
@@ -80,6 +82,9 @@ def test_gpu_model_routes_override_the_default_table() -> None:
     other = routing.Router(native=True, gpu="NVIDIA H200")
     assert h100.choose("all_gather", 2, 128 * routing.MiB) == "ce"
     assert h100.choose("all_gather", 2, 1 * routing.GiB) == "nccl"  # copy engines lost there on H100
+    # pipelined copy engines (2026-11-27): 32 MiB-256 MiB won, 16 MiB and 1 GiB lost
+    assert [h100.choose("all_gather", 2, n * routing.MiB) for n in (16, 32, 64, 256, 511, 512)] == \
+        ["nccl", "ce", "ce", "ce", "ce", "nccl"]
     assert other.choose("all_gather", 2, 1 * routing.GiB) == "ce"
 
 
@@ -111,6 +116,19 @@ def test_lamport_buffer_size_follows_the_routes(monkeypatch) -> None:
     monkeypatch.setenv("SMDDP_LAMPORT_BYTES", "4MB")
     with pytest.raises(ValueError, match="SMDDP_LAMPORT_BYTES='4MB'"):
         native_backend.lamport_region_bytes(router, 2)
+
+
+def test_async_allreduce_routes_reach_cpp_and_size_the_lamport_buffer(monkeypatch) -> None:
+    """An ``all_reduce_async`` route (DDP's buckets) is handed to C++ under its own code, and a Lamport
+    entry there sizes the buffer even where synchronous calls stop at a smaller size."""
+    monkeypatch.delenv("SMDDP_LAMPORT_BYTES", raising=False)
+    table = {("all_reduce", 2): [(16 * routing.MiB, "lamport")],
+             ("all_reduce_async", 2): [(32 * routing.MiB, "lamport")]}
+    router = routing.Router(table=table, native=True, lamport=True)
+    codes = routing.native_route_codes(router, 2)
+    assert (routing.NATIVE_COLL_CODES["all_reduce_async"], 32 * routing.MiB, routing.NATIVE_PATH_CODES["lamport"]) \
+        in codes
+    assert native_backend.lamport_region_bytes(router, 2) == 32 * routing.MiB
 
 
 def test_the_extension_name_covers_both_sources_and_the_flag() -> None:

@@ -6,16 +6,57 @@ different peers (and pieces of one peer) run on different copy engines at once; 
 is copied on another stream meanwhile. The choreography is issued by the native helper
 (native/smddp/ce_pull.cpp, a few microseconds of CPU) or, without it, from Python with
 ``Tensor.copy_`` (same-dtype contiguous copies are plain cudaMemcpyAsync calls).
+
+With the native helper a large call is pipelined in parts (``chunks``, ``SMDDP_CE_CHUNKS``): part k+1
+is staged (a local HBM copy) while part k is pulled over NVLink, one barrier per part, so only the
+first part's staging stays on the critical path instead of the whole input's.
 """
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Any
 
 import torch
 
 from . import native
 from .symm_buffers import GrowingPair, SymmBufferPair
+
+MIN_PART = 16 << 20  # bytes per rank below which a part is not split further (a barrier costs ~10 us)
+PART_ALIGN = 1 << 16  # part boundaries on 64 KiB: whole copy-engine bursts, any dtype's elements
+
+
+def pipeline_parts(nbytes: int, chunks: int, min_part: int = MIN_PART) -> list[tuple[int, int]]:
+    """(start, length) of the parts one rank's ``nbytes`` are staged and pulled in: at most
+    ``chunks`` parts of at least ``min_part`` bytes each (one part below), boundaries on PART_ALIGN,
+    covering [0, nbytes) exactly once in order. Every rank computes the same parts (same nbytes)."""
+    if nbytes <= 0:
+        return []
+    n = max(1, min(chunks, nbytes // max(min_part, 1)))
+    step = -(-nbytes // n)
+    step = -(-step // PART_ALIGN) * PART_ALIGN
+    return [(start, min(step, nbytes - start)) for start in range(0, nbytes, step)]
+
+
+def default_chunks(world_size: int) -> int:
+    """``SMDDP_CE_CHUNKS`` (a whole number >= 1), else DEFAULT_CHUNKS for the group size (1: no pipelining)."""
+    raw = os.environ.get("SMDDP_CE_CHUNKS", "").strip()
+    if not raw:
+        return DEFAULT_CHUNKS.get(world_size, 1)
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"SMDDP_CE_CHUNKS={raw!r}: expected a whole number of parts >= 1 (1 = no pipelining), e.g. 4")
+    return value
+
+
+# Group size -> parts (of at least MIN_PART per rank). 2x H100, 2026-11-27 (docs/benchmarks.md,
+# benchmarks/collectives.py --ag-pipeline): against the unpipelined call +3-5% busbw at 64 MiB-1 GiB
+# (e.g. 256 MiB 238 -> 249 GB/s, NCCL 242); 4 parts of 16 MiB no worse than 2 anywhere. 4+ GPUs
+# (serial pulls) not measured: no pipelining there.
+DEFAULT_CHUNKS = {2: 4}
 
 
 def stage_copy(dst: torch.Tensor, src: torch.Tensor, kernel: bool) -> None:
@@ -35,9 +76,11 @@ class CopyEngineAllGather:
 
     def __init__(
         self, group_name: str, device: torch.device, rank: int, world_size: int, splits: int = 1,
-        serial: bool = False, kernel_stage: bool = False,
+        serial: bool = False, kernel_stage: bool = False, chunks: int | None = None,
     ) -> None:
         self.rank, self.world_size = rank, world_size
+        self.chunks = default_chunks(world_size) if chunks is None else max(1, chunks)  # pipelined parts (native)
+        self.min_part = MIN_PART
         self.splits = max(1, splits)
         self.serial = serial  # all pulls one after another on one side stream
         self.kernel_stage = kernel_stage  # stage with an SM copy instead of a memcpy
@@ -93,15 +136,20 @@ class CopyEngineAllGather:
             ]
         ptrs = pair.native_peer_ptrs[turn]
         ms = main.cuda_stream
-        rc = lib.smddp_ce_stage(n["ctx"], ms, n["local"], n["events"], output.data_ptr(), input.data_ptr(),
-                                     buf.data_ptr(), nbytes, self.rank)
+        out_ptr, in_ptr, buf_ptr = output.data_ptr(), input.data_ptr(), buf.data_ptr()
+        for i, (start, length) in enumerate(pipeline_parts(nbytes, self.chunks, self.min_part)):
+            rc = lib.smddp_ce_stage_part(n["ctx"], ms, n["local"], n["events"], out_ptr, in_ptr, buf_ptr, nbytes,
+                                         start, length, self.rank, int(i == 0))
+            if rc:
+                raise RuntimeError(f"smddp copy-engine all_gather: staging failed with CUDA driver error {rc}")
+            handle.barrier(channel=0)  # every peer staged this part
+            rc = lib.smddp_ce_pull_part(n["ctx"], ms, n["streams"], n["events"], out_ptr, ptrs, nbytes, start,
+                                        length, self.rank, self.world_size, self.splits, int(self.serial))
+            if rc:
+                raise RuntimeError(f"smddp copy-engine all_gather: pulls failed with CUDA driver error {rc}")
+        rc = lib.smddp_ce_join(n["ctx"], ms, n["streams"], 1 if self.serial else self.n_pull, n["events"])
         if rc:
-            raise RuntimeError(f"smddp copy-engine all_gather: staging failed with CUDA driver error {rc}")
-        handle.barrier(channel=0)
-        rc = lib.smddp_ce_pull(n["ctx"], ms, n["streams"], n["events"], output.data_ptr(), ptrs, nbytes,
-                                    self.rank, self.world_size, self.splits, int(self.serial))
-        if rc:
-            raise RuntimeError(f"smddp copy-engine all_gather: pulls failed with CUDA driver error {rc}")
+            raise RuntimeError(f"smddp copy-engine all_gather: join failed with CUDA driver error {rc}")
 
     def _python_call(
         self, buf: torch.Tensor, handle: Any, peers: list[torch.Tensor], main: Any,

@@ -81,7 +81,11 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.smddp_ce_make_events.argtypes = [i, pp]
     lib.smddp_ce_stage.argtypes = [vp, vp, vp, pp, u64, u64, u64, sz, i]
     lib.smddp_ce_pull.argtypes = [vp, vp, pp, pp, u64, ctypes.POINTER(u64), sz, i, i, i, i]
-    for fn in ("smddp_ce_init", "smddp_ce_current_context", "smddp_ce_make_events", "smddp_ce_stage", "smddp_ce_pull"):
+    lib.smddp_ce_stage_part.argtypes = [vp, vp, vp, pp, u64, u64, u64, sz, sz, sz, i, i]
+    lib.smddp_ce_pull_part.argtypes = [vp, vp, pp, pp, u64, ctypes.POINTER(u64), sz, sz, sz, i, i, i, i]
+    lib.smddp_ce_join.argtypes = [vp, vp, pp, i, pp]
+    for fn in ("smddp_ce_init", "smddp_ce_current_context", "smddp_ce_make_events", "smddp_ce_stage", "smddp_ce_pull",
+               "smddp_ce_stage_part", "smddp_ce_pull_part", "smddp_ce_join"):
         getattr(lib, fn).restype = i
 
 

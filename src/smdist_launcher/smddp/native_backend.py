@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 from .cpu_path import GlooPath
+from .fast_allgather import default_chunks
 from .native import _cache_dir, enabled_source, native_source
 from .routing import Router, native_route_codes
 
@@ -186,6 +187,7 @@ def create(module: ModuleType, store: dist.Store, rank: int, size: int, timeout:
     nccl = dist.ProcessGroupNCCL(dist.PrefixStore("smddp/nccl/", store), rank, size, options)
     router = Router(native=True, gpu=torch.cuda.get_device_name(), lamport=bool(getattr(module, "LAMPORT", False)))
     lamport_timeout_s(timeout)  # a bad setting fails here, at init_process_group, not at the first call
+    default_chunks(size)  # likewise SMDDP_CE_CHUNKS
     helper = NativeHelper(store, rank, size, timeout, lamport_region_bytes(router, size))
     return module.SmddpBackend(rank, size, nccl, helper, native_route_codes(router, size))
 
@@ -204,8 +206,8 @@ def lamport_region_bytes(router: Router, group_size: int) -> int:
         except ValueError:
             raise ValueError(f"SMDDP_LAMPORT_BYTES={env!r}: expected a number of bytes, e.g. 4194304") from None
     else:
-        wanted = max((limit for limit, path in router.table.get(("all_reduce", group_size), ()) if path == "lamport"),
-                     default=0)
+        wanted = max((limit for coll in ("all_reduce", "all_reduce_async")
+                      for limit, path in router.table.get((coll, group_size), ()) if path == "lamport"), default=0)
     if group_size < 2 or group_size > LAMPORT_MAX_RANKS:
         return 0
     return -(-max(wanted, 0) // 16) * 16

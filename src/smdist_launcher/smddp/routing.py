@@ -6,7 +6,10 @@ as NCCL in those runs; every other size goes to NCCL, so routing never makes smd
 slower than NCCL. Group sizes not listed (3, 5-8, multi-node) always use NCCL.
 
 Sizes are the bytes of the collective's *output* for all_gather (nccl-tests' convention), of the
-tensor for all_reduce, and of the *input* for reduce_scatter.
+tensor for all_reduce, and of the *input* for reduce_scatter. ``all_reduce_async`` (native backend
+only) routes asynchronous AllReduce calls (``async_op=True``: DDP's gradient buckets) where listed;
+without an entry they follow ``all_reduce``. Where the two differ, every rank must issue a given
+call with the same ``async_op`` (DDP does).
 ``SMDDP_ROUTES`` (JSON, same shape as ``DEFAULT_ROUTES`` with string keys ``"all_gather/4"``)
 replaces entries without a code change.
 """
@@ -58,15 +61,18 @@ LAMPORT_ROUTES: dict[tuple[str, int], Route] = {
     ("all_reduce", 4): [(512 * KiB, "lamport")],
 }
 
-# Per GPU model, where the copy-engine AllGather measured differently from the H200 table above:
-# on 2x H100 the copy engines peaked at ~246 GB/s busbw against NCCL's 253-264 GB/s from 512 MiB
-# (0.93-0.96x) and won only at 64-128 MiB (1.00-1.04x).
+# Per GPU model, where the copy-engine AllGather measured differently from the H200 table above.
+# 2x H100, 2026-11-27 21:35 UTC (benchmarks/collectives.py --ag-pipeline, bf16 and fp32), the copy
+# engines with staging pipelined in parts (fast_allgather.DEFAULT_CHUNKS) against NCCL in the same
+# run: 32 MiB 1.08x (one part; earlier runs 1.07-1.10x), 64 MiB 1.05-1.07x, 128 MiB 1.05x,
+# 256 MiB 1.03x, 512 MiB 1.01x, 1 GiB 0.98x; 16 MiB lost (0.83-0.93x, earlier run). So: the copy engines
+# from 32 MiB to just under 512 MiB, NCCL elsewhere.
 GPU_ROUTES: dict[str, dict[tuple[str, int], Route]] = {
-    "H100": {("all_gather", 2): [(64 * MiB - 1, "nccl"), (256 * MiB - 1, "ce"), (UNBOUNDED, "nccl")]},
+    "H100": {("all_gather", 2): [(32 * MiB - 1, "nccl"), (512 * MiB - 1, "ce"), (UNBOUNDED, "nccl")]},
 }
 
 # Codes the C++ backend uses (smddp_backend.cpp: enum Coll, enum Path).
-NATIVE_COLL_CODES = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2}
+NATIVE_COLL_CODES = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2, "all_reduce_async": 3}
 NATIVE_PATH_CODES = {"nccl": 0, "ce": 1, "one_shot": 2, "two_shot": 3, "lamport": 4}
 
 
