@@ -10,10 +10,14 @@ Reported per configuration: tokens/s/GPU, MFU (989 TFLOP/s; 6N + 12*L*d*seq FLOP
 allocated memory (max over ranks). One JSON line per configuration is appended to DIR/results.jsonl as
 soon as it is measured, so a later failure loses nothing.
 
-Tensor-parallel ablation (1.3B): "smp tp2 base" turns off both of local_modules.TPOptions (sequence parallelism
-split over the sequence, one all-reduce per partial-gradient parameter: the earlier behaviour), "+batchsplit" /
-"+grouped" turn one on, "smp tp2" has both.
-Sweep on 2 GPUs:  --only '1.3b:fsdp2$,1.3b:smp tp2,6.7b:fsdp2+ac s8k,6.7b:smp tp2 s8k,6.7b:smp tp2+ac s8k'
+Tensor-parallel ablation (1.3B, local_modules.TPOptions): "smp tp2 base" turns off batch_split_sp and
+grouped_partial_grads (sequence parallelism split over the sequence, one all-reduce per partial-gradient parameter),
+"+batchsplit" / "+grouped" turn one on. Second round: "smp tp2 prev" is the defaults before it (FSDP2 over the
+one-rank data-parallel mesh, DTensor.to_local per parameter, gathered inputs and weight casts kept for backward);
+"+fastlocal" adds LocalShard, "+unitdp" also shard_model without FSDP2 (unit_dp), "smp tp2" is the defaults (also
+the weight recasts: unit_dp's bf16 casts cast again in backward, not kept); "+regather" (column inputs gathered again
+in backward), "+async" (row projections fused with their collectives on symmetric memory, CUDA), "+async+regather"
+add what did not pay, "-unitdp" takes unit_dp out.
 --profile-only SUBSTR profiles (torch.profiler, one step) only the matching cases: ops, GPU-busy time (union of
 kernel intervals on all streams) against the step's wall time.
 """
@@ -68,6 +72,12 @@ class Case:
     tp_options: dict = field(default_factory=dict)  # local_modules.TPOptions fields (the ablation)
 
 
+# TPOptions before issue 30's second round (FSDP2 over the one-rank data-parallel mesh, DTensor.to_local per
+# parameter, gathered inputs and weight casts kept for backward)
+PREV = {"fast_local": False, "unit_dp_without_fsdp": False, "regather_input": False, "recast_weights": False,
+        "async_tp": False}
+
+
 def cases(tiny: bool) -> list[Case]:
     if tiny:
         return [
@@ -78,6 +88,9 @@ def cases(tiny: bool) -> list[Case]:
             Case("smp tp2", "tiny", 32, 2, "smp", {"tensor_parallel_degree": 2}),
             Case("smp tp2 base", "tiny", 32, 2, "smp", {"tensor_parallel_degree": 2},
                  tp_options={"batch_split_sp": False, "grouped_partial_grads": False}),
+            Case("smp tp2 prev", "tiny", 32, 2, "smp", {"tensor_parallel_degree": 2}, tp_options=PREV),
+            Case("smp tp2 +async+regather", "tiny", 32, 2, "smp", {"tensor_parallel_degree": 2},
+                 tp_options={"async_tp": True, "regather_input": True}),
             Case("smp tp2 hsdp(rep2)", "tiny", 32, 2, "smp", {"tensor_parallel_degree": 2, "hybrid_shard_degree": 1}),
             Case("smp tp4+ac", "tiny", 32, 2, "smp", {"tensor_parallel_degree": 4}, ac=True),
             Case("smp tp4 long", "tiny", 128, 0.25, "smp", {"tensor_parallel_degree": 4}),
@@ -102,12 +115,24 @@ def cases(tiny: bool) -> list[Case]:
                 Case("smp tp2 base", model, seq, b, "smp", tp2, tp_options=off),
                 Case("smp tp2 +batchsplit", model, seq, b, "smp", tp2, tp_options={**off, "batch_split_sp": True}),
                 Case("smp tp2 +grouped", model, seq, b, "smp", tp2, tp_options={**off, "grouped_partial_grads": True}),
+                # issue 30's second round: "prev" is the defaults before it; each change added in turn
+                Case("smp tp2 prev", model, seq, b, "smp", tp2, tp_options=PREV),
+                Case("smp tp2 +fastlocal", model, seq, b, "smp", tp2, tp_options={**PREV, "fast_local": True}),
+                Case("smp tp2 +unitdp", model, seq, b, "smp", tp2,
+                     tp_options={**PREV, "fast_local": True, "unit_dp_without_fsdp": True}),
+                Case("smp tp2 +regather", model, seq, b, "smp", tp2, tp_options={"regather_input": True}),
+                Case("smp tp2 +async", model, seq, b, "smp", tp2, tp_options={"async_tp": True}),
+                Case("smp tp2 +async+regather", model, seq, b, "smp", tp2,
+                     tp_options={"async_tp": True, "regather_input": True}),
+                Case("smp tp2 -unitdp", model, seq, b, "smp", tp2, tp_options={"unit_dp_without_fsdp": False}),
             ]
     # The issue's 6.7B seq-8192 pair (global batch 2): plain FSDP2 + AC against TP 2 (one TP group, 2 sequences).
     s8k = {"tensor_parallel_degree": 2}
     out += [
         Case("fsdp2+ac s8k", "6.7b", 8192, 1, "fsdp2", ac=True),
         Case("smp tp2+ac s8k", "6.7b", 8192, 1, "smp", s8k, ac=True),
+        Case("smp tp2+ac prev s8k", "6.7b", 8192, 1, "smp", s8k, ac=True, tp_options=PREV),
+        Case("smp tp2+ac+async s8k", "6.7b", 8192, 1, "smp", s8k, ac=True, tp_options={"async_tp": True}),
         Case("smp tp2 s8k", "6.7b", 8192, 1, "smp", s8k),  # may not fit: after the AC run
     ]
     # Long context: one 32k sequence per TP group; plain FSDP2 needs >= 1 sequence per GPU.
@@ -286,12 +311,21 @@ def main() -> None:
     ap.add_argument("--reverse", action="store_true", help="run the selected cases in reverse order")
     ap.add_argument("--profile", action="store_true", help="one extra step under torch.profiler per case")
     ap.add_argument("--profile-only", default="", help="comma-separated substrings: profile only these cases")
+    ap.add_argument("--backend", choices=("nccl", "smddp"), default="nccl",
+                    help="process-group backend of the default group (smddp: smdist_launcher.smddp)")
     args = ap.parse_args()
     global PROFILE, PROFILE_DIR, PROFILE_ONLY
     PROFILE = args.profile
     PROFILE_ONLY = [s for s in args.profile_only.split(",") if s]
     PROFILE_DIR = args.out
     from smdist_launcher.smp import process_group
+    if args.backend == "smddp":  # the default group (and so FSDP2's collectives) over smddp; nccl: as below
+        from datetime import timedelta
+
+        import smdist_launcher.smddp  # noqa: F401  registers the "smddp" backend
+        if torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+        dist.init_process_group("smddp", timeout=timedelta(seconds=180))
     process_group.ensure_initialized(timeout_s=180)
     device = process_group.current_device()
     rank = dist.get_rank()

@@ -6,7 +6,10 @@ both stay exact against one process under FSDP2 and FSDP1 (use_orig_params off/o
 (frozen norm parameters too); an activation-checkpoint recompute after a forward of another shape splits as its
 own forward did; a forward whose batch and sequence both don't divide (decoding one token) runs unsplit;
 a script that compiles each block with ``torch.compile`` gets one graph per block, collectives inside, that trains
-the same.
+the same. With every rank a TP rank (a one-rank data-parallel mesh) ``tsm.shard_model`` runs no FSDP2 hooks and no
+``DTensor.from_local`` per gradient (unit_dp, LocalShard) and trains bit for bit like FSDP2 under bf16 mixed
+precision, and its DCP checkpoint round-trips; after a forward the bf16 weight casts are not kept (lean_saves),
+nor, with ``regather_input`` (off by default: it did not pay on GPUs), the SP norms' gathered outputs.
 """
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ EXACT = ["fsdp2:batch", "fsdp2:seq", "fsdp1:batch", "fsdp1-orig:batch", "fsdp1-o
 
 @pytest.fixture(scope="module")
 def rows() -> dict[str, dict]:
-    found, _ = torchrun(WORKER, 2, [",".join(["layout", "recompute", *EXACT, "fsdp2:compile"])], timeout=300)
+    checks = ["layout", "recompute", "host", "mixed", "lean", "checkpoint", *EXACT, "fsdp2:compile"]
+    found, _ = torchrun(WORKER, 2, [",".join(checks)], timeout=300)
     return found
 
 
@@ -65,3 +69,36 @@ def test_a_recompute_splits_as_its_forward_did(rows: dict[str, dict]) -> None:
     row = rows["recompute"]
     assert row["reentrant-middle"] == pytest.approx(0, abs=1e-5), row
     assert row["nonreentrant-all"] == pytest.approx(0, abs=1e-5), row
+
+
+def test_one_rank_data_parallel_mesh_runs_no_fsdp2_machinery(rows: dict[str, dict]) -> None:
+    host = rows["host"]
+    # FSDP2 over a one-rank mesh: its pre-forward and post-backward per block and root, and one
+    # DTensor.from_local per sharded parameter's gradient (to_local's backward)
+    assert host["off"]["fsdp_hooks"] > 0 and host["off"]["from_local"] > 0, host
+    assert host["on"] == {"fsdp_hooks": 0, "from_local": 0, "fsdp_module": False, "dtensor_grads": True,
+                          "freed": True}, host
+    assert host["fsdp2+fast_local"]["from_local"] == 0, host  # LocalShard alone, under FSDP2
+
+
+def test_unit_dp_mixed_precision_trains_like_fsdp2(rows: dict[str, dict]) -> None:
+    row = rows["mixed"]
+    assert row["unit_dp_grad_dtypes"] == row["fsdp2_grad_dtypes"] == ["torch.float32"], row
+    assert row["unit_dp"] == row["fsdp2"] == row["unit_dp_zeroed"], row  # the same casts and sums: the same bits
+    assert row["unit_dp_output_dtype"] == "torch.float32", row  # MixedPrecisionPolicy.output_dtype
+
+
+def test_gathered_inputs_and_weight_casts_are_not_kept_for_backward(rows: dict[str, dict]) -> None:
+    row = rows["lean"]
+    assert row["off"]["gathered_alive"] == row["off"]["gathered"] > 0, row  # what the lean saves remove
+    assert row["off"]["casts_alive"] == row["off"]["casts"] > 0, row
+    assert row["on"]["gathered_alive"] == 0 and row["on"]["casts_alive"] == 0, row
+    assert row["on"]["prefetched"] == row["on"]["gathered"] == row["on"]["prefetch_nodes"], row  # early, overlapped
+    assert row["ac"]["prefetch_nodes"] == 0, row  # a node there kept each chunk the checkpoint had dropped
+    assert row["max_grad_diff"] == 0.0, row  # gathered again / cast again: the same values
+
+
+def test_unit_dp_checkpoint_round_trips(rows: dict[str, dict]) -> None:
+    row = rows["checkpoint"]
+    assert row["keys_match"] and row["max_abs_diff"] == 0.0, row  # the single-process model's names and values
+    assert row["loaded_next_loss"] == row["next_loss"], row  # optimizer state too

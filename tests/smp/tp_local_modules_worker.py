@@ -20,6 +20,7 @@ import functools
 import json
 import os
 import sys
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -167,6 +168,186 @@ def layout(base: torch.nn.Module) -> dict:
     return row
 
 
+def _options(**kw: bool) -> None:
+    local_modules.OPTIONS = local_modules.TPOptions(**kw)
+
+
+def host_work(base: torch.nn.Module) -> dict:
+    """One training step of tsm.shard_model's TP-2 model on 2 ranks (a one-rank data-parallel mesh): how many
+    FSDP2 hooks and DTensor.from_local calls (one per sharded parameter's gradient with DTensor.to_local) the host
+    runs, with the options on (unit_dp: no FSDP2; LocalShard) and off (FSDP2 over the one-rank mesh, to_local)."""
+    import cProfile
+    import gc
+    import pstats
+
+    from torch.distributed.fsdp import FSDPModule
+    from torch.distributed.tensor import DTensor
+    row: dict = {}
+    for name, kw in (("on", {}), ("off", {"unit_dp_without_fsdp": False, "fast_local": False}),
+                     ("fsdp2+fast_local", {"unit_dp_without_fsdp": False})):
+        _options(**kw)
+        reset_state()
+        tsm.init({"tensor_parallel_degree": 2})
+        model = tsm.shard_model(tsm.transform(copy.deepcopy(base)))
+        x, y = data(2)[0][0]
+        lm_loss(model(x), y).backward()  # warm-up
+        model.zero_grad()
+        prof = cProfile.Profile()
+        prof.enable()
+        lm_loss(model(x), y).backward()
+        prof.disable()
+        calls = {f"{fn[0].rsplit('/', 1)[-1]}:{fn[2]}": st[1] for fn, st in pstats.Stats(prof).stats.items()}
+        row[name] = {"fsdp_hooks": sum(n for k, n in calls.items() if k.startswith("_fsdp_state.py:_pre_forward")
+                                       or k.startswith("_fsdp_param_group.py:post_backward")),
+                     "from_local": sum(n for k, n in calls.items() if k.endswith(":from_local")),
+                     "fsdp_module": isinstance(model, FSDPModule),
+                     "dtensor_grads": all(isinstance(p.grad, DTensor) for p in model.parameters())}
+        ref = weakref.ref(next(model.parameters()))
+        del model
+        gc.collect()
+        row[name]["freed"] = ref() is None  # the model goes with its last reference (no cycle through C++)
+    _options()
+    return row
+
+
+def mixed_precision(base: torch.nn.Module) -> dict:
+    """bf16 parameters, fp32 gradients (MixedPrecisionPolicy as the benchmark uses it), two steps of two
+    accumulated micro-batches (zero_grad to None in between; for unit_dp also zeroed in place): unit_dp (with the
+    weight recasts) against FSDP2 over the one-rank mesh; gradients are fp32 DTensors either way."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    row: dict = {}
+    for name, kw in (("unit_dp", {}), ("fsdp2", {"unit_dp_without_fsdp": False}), ("unit_dp_zeroed", {})):
+        _options(**kw)
+        reset_state()
+        tsm.init({"tensor_parallel_degree": 2})
+        model = tsm.shard_model(tsm.transform(copy.deepcopy(base)), mp_policy=policy)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        losses, norms = [], []
+        for micro in data(2):
+            for x, y in micro:
+                loss = lm_loss(model(x), y)
+                loss.backward()
+            losses.append(loss.item())
+            norms.append(float(clip_grad_norm_(model, 1e9)))
+            row[f"{name}_grad_dtypes"] = sorted({str(p.grad.dtype) for p in model.parameters()})
+            opt.step()
+            opt.zero_grad(set_to_none=name != "unit_dp_zeroed")  # zeroed in place: the same storage accumulates
+        row[name] = {"losses": losses, "norms": norms}
+    # output_dtype: the root's output cast (FSDP2 casts every fully_shard module's output: here the blocks' too,
+    # which the final LayerNorm's bf16 parameters refuse on CPU)
+    _options()
+    reset_state()
+    tsm.init({"tensor_parallel_degree": 2})
+    out_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, output_dtype=torch.float32)
+    model = tsm.shard_model(tsm.transform(copy.deepcopy(base)), mp_policy=out_policy)
+    row["unit_dp_output_dtype"] = str(model(data(2)[0][0][0]).dtype)
+    return row
+
+
+def checkpoint(base: torch.nn.Module) -> dict:
+    """A DCP checkpoint (tsm's save_model: model and AdamW state) of tsm.shard_model's TP-2 model on 2 ranks
+    (unit_dp: TP DTensors, no FSDP2) loads into a fresh one (the next step's loss matches the saved model's)
+    and, unsharded, holds the single-process model's values."""
+    import shutil
+    import tempfile
+
+    from smdist_launcher.smp import checkpoint as smp_ckpt
+    steps = data(2)
+
+    def build() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+        reset_state()
+        tsm.init({"tensor_parallel_degree": 2})
+        model = tsm.shard_model(tsm.transform(copy.deepcopy(base)))
+        return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+    def step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> float:
+        loss = lm_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss.item()
+
+    src, src_opt = build()
+    step(src, src_opt, *steps[0][0])
+    path = [tempfile.mkdtemp(prefix="smp-unitdp-ckpt-") if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(path)
+    smp_ckpt.save_model(path[0], src, src_opt)
+    full = {k: v.detach().clone() for k, v in smp_ckpt.full_model_state(src).items()}
+    dst, dst_opt = build()
+    smp_ckpt.load_model(path[0], dst, dst_opt)
+    loaded = smp_ckpt.full_model_state(dst)
+    x, y = steps[1][0]
+    row = {"max_abs_diff": max(float((full[k] - loaded[k]).abs().max()) for k in full),
+           "keys_match": sorted(full) == sorted(base.state_dict()),
+           "next_loss": step(src, src_opt, x, y), "loaded_next_loss": step(dst, dst_opt, x, y)}
+    dist.barrier()
+    if dist.get_rank() == 0:
+        shutil.rmtree(path[0])
+    return row
+
+
+def _count_nodes(root, prefix: str) -> int:
+    """Autograd nodes whose name starts with ``prefix`` in the graph behind ``root``."""
+    seen, stack, count = set(), [root], 0
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        count += node.name().startswith(prefix)
+        stack.extend(n for n, _ in node.next_functions)
+    return count
+
+
+def lean_saves(base: torch.nn.Module) -> dict:
+    """After a forward (bf16 policy, before backward): how many of the SP norms' gathered outputs and of the
+    projections' bf16 weight casts are still alive (kept by autograd for backward), with the lean saves on and
+    off, and on under activation checkpointing (no prefetch node may keep a chunk the checkpoint dropped);
+    whether each re-gather was prefetched and the gradients match."""
+    import gc
+    import weakref
+
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    from smdist_launcher.smp.tensor_parallel.lean_saves import REGATHER_ATTR as REGATHER
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    row: dict = {}
+    grads = {}
+    for name, kw in (("on", {"regather_input": True}), ("off", {"regather_input": False, "recast_weights": False}),
+                     ("ac", {"regather_input": True})):
+        _options(**kw)
+        reset_state()
+        tsm.init({"tensor_parallel_degree": 2})
+        model = tsm.transform(copy.deepcopy(base))
+        if name == "ac":  # activation checkpointing decides what is kept: the lean saves stand aside
+            tsm.apply_activation_checkpointing(model)
+        model = tsm.shard_model(model, mp_policy=policy)
+        gathered: list = []
+        casts: list = []
+        recipes: list = []
+        for mod in model.modules():
+            role = getattr(type(mod), "_smp_tp_role", "")
+            if role == "sp_norm":
+                mod.register_forward_hook(lambda m, a, out, seen=gathered: seen.append(weakref.ref(out)))
+                mod.register_forward_hook(lambda m, a, out, seen=recipes: seen.append(getattr(out, REGATHER, None)))
+            elif role in ("col", "row"):
+                mod.register_forward_pre_hook(lambda m, a, seen=casts: seen.append(weakref.ref(m.weight)))
+        x, y = data(2)[0][0]
+        loss = lm_loss(model(x), y)
+        gc.collect()
+        row[name] = {"gathered_alive": sum(r() is not None for r in gathered), "gathered": len(gathered),
+                     "casts_alive": sum(r() is not None for r in casts), "casts": len(casts),
+                     "prefetch_nodes": _count_nodes(loss.grad_fn, "PrefetchOnBackward")}
+        loss.backward()
+        # each re-gather was started early (by the row projection's backward) and waited for at the first unpack
+        row[name]["prefetched"] = sum(bool(r is not None and r.prefetched) for r in recipes)
+        grads[name] = {n: p.grad.full_tensor() for n, p in model.named_parameters()}
+    row["max_grad_diff"] = max(float((grads["on"][n] - grads["off"][n]).abs().max()) for n in grads["on"])
+    _options()
+    return row
+
+
 def emit(**row) -> None:
     if dist.get_rank() == 0:
         print("RESULT " + json.dumps(row), flush=True)
@@ -183,8 +364,12 @@ def main() -> None:
         emit(check="layout", **layout(base))
     if "recompute" in which:
         emit(check="recompute", **recompute())
+    extra = {"host": host_work, "mixed": mixed_precision, "lean": lean_saves, "checkpoint": checkpoint}
     for name in which:
-        if name in ("layout", "recompute"):
+        if name in extra:
+            emit(check=name, **extra[name](base))
+    for name in which:
+        if name in ("layout", "recompute", *extra):
             continue
         wrapper, _, split = name.partition(":")
         steps = data(2 if split in ("batch", "compile", "frozen") else 1)

@@ -16,7 +16,7 @@ from .activation_checkpoint import block_names
 from .config import check_against_world, load_config, raw_parameters
 from .mesh import build_mesh, layout_for
 from .state import SMPState, state
-from .tensor_parallel import local_modules
+from .tensor_parallel import local_modules, unit_dp
 from .tensor_parallel.transformer import mark_transformer_layers
 from .tp_plan import TPPlan, check_head_split, divide_head_counts, find_blocks, infer_plan
 
@@ -104,15 +104,27 @@ def shard_model(model: nn.Module, blocks: list[str] | None = None, mp_policy: Mi
     """FSDP2 ``fully_shard`` on each block, then the root, over tsm.state's data-parallel mesh.
 
     hybrid_shard_degree 0 gives 1-D FSDP over all data-parallel ranks; N gives HSDP (2-D mesh,
-    shard over N, replicate across the rest); 1 replicates only.
+    shard over N, replicate across the rest); 1 replicates only. With tensor parallelism over every rank (a
+    one-rank data-parallel mesh) there is nothing to shard: the mixed precision alone, without FSDP2's hooks
+    (``tensor_parallel.unit_dp``; TPOptions.unit_dp_without_fsdp, unless FSDP2 keywords are passed).
     """
     _require_init()
-    mesh = state.dp_mesh
     names = block_names(model) if blocks is None else blocks
     policy = mp_policy or MixedPrecisionPolicy()
+    if _unit_dp_applies(model, kwargs):
+        # every rank is a TP rank: FSDP2 over a one-rank mesh would only add host work (see unit_dp)
+        return unit_dp.install(model, names, policy, state.tp_mesh)
+    mesh = state.dp_mesh
     for i, name in enumerate(names):
         # The last block is all-gathered again at the start of backward anyway.
         reshard = reshard_after_forward and i < len(names) - 1
         fully_shard(model.get_submodule(name), mesh=mesh, mp_policy=policy, reshard_after_forward=reshard, **kwargs)
     fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward, **kwargs)
     return model
+
+
+def _unit_dp_applies(model: nn.Module, kwargs: Mapping[str, Any]) -> bool:
+    """Tensor parallelism on every rank through the local modules (an inferred plan), no FSDP2 option that
+    matters (offloading, ...): mixed precision alone, without FSDP2."""
+    return (local_modules.OPTIONS.unit_dp_without_fsdp and state.tensor_parallel_degree > 1 and state.dp_size == 1
+            and bool(local_modules.local_tp_modules(model)) and not kwargs)

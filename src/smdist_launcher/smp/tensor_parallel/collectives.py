@@ -45,13 +45,23 @@ def all_reduce(x: torch.Tensor, group: Any) -> torch.Tensor:
 def all_gather_dim(x: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
     if _compiling():
         return funcol.all_gather_tensor(x.contiguous(), dim, group)
+    out, _ = all_gather_start(x, group)
+    return all_gather_finish(out, dim, group)
+
+
+def all_gather_start(x: torch.Tensor, group: Any, async_op: bool = False) -> tuple[torch.Tensor, Any]:
+    """The chunks stacked along dimension 0 (the work handle with ``async_op``): ``all_gather_finish`` orders them
+    along the gathered dimension."""
     n = _size(group)
     x = x.contiguous()
     out = x.new_empty((n * x.shape[0], *x.shape[1:]))
-    dist.all_gather_into_tensor(out, x, group=group)
+    return out, dist.all_gather_into_tensor(out, x, group=group, async_op=async_op)
+
+
+def all_gather_finish(out: torch.Tensor, dim: int, group: Any) -> torch.Tensor:
     if dim == 0:
         return out
-    return torch.cat(out.chunk(n, dim=0), dim=dim)
+    return torch.cat(out.chunk(_size(group), dim=0), dim=dim)
 
 
 def reduce_scatter_dim(x: torch.Tensor, dim: int, group: Any) -> torch.Tensor:

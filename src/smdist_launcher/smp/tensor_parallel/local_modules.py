@@ -21,6 +21,9 @@ the local shards and runs plain matmuls with one explicit collective per boundar
 - vocabulary-parallel embedding and LM head (rows of the vocabulary per rank; logits all-gathered).
 
 The host runs a handful of Python calls per block instead of DTensor's dispatch and redistribution per op.
+A DTensor parameter's local shard comes through ``LocalShard`` (its gradient wrapped back without
+``DTensor.from_local``); ``lean_saves`` decides what the projections keep for backward, ``async_tp`` fuses the
+row projections with their collectives (off: did not pay), ``unit_dp`` replaces FSDP2 over a one-rank mesh.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel
 
+from . import async_tp, lean_saves
 from .collectives import (
     CopyToTP,
     CopyToTPGrouped,
@@ -55,10 +59,17 @@ BLOCK_ATTR = "_smp_tp_block"
 
 @dataclass
 class TPOptions:
-    """Switches for the benchmark's ablation (both on by default; each off gives the earlier behaviour)."""
+    """Switches for the benchmark's ablation; the defaults are what paid on 2x H100 (issue 30: 1.3B, 6.7B s8k)."""
 
     batch_split_sp: bool = True  # sequence parallelism over the batch dimension when it divides
     grouped_partial_grads: bool = True  # one all-reduce per block for the partial gradients, not one per tensor
+    fast_local: bool = True  # a parameter's local shard through LocalShard (no DTensor.from_local per gradient)
+    unit_dp_without_fsdp: bool = True  # shard_model over a one-rank data-parallel mesh: casts, no FSDP2 (unit_dp)
+    recast_weights: bool = True  # unit_dp's bf16 weight casts not kept for backward: cast again (lean_saves)
+    # Measured, did not pay (off): the re-gather cost 8-10 % of the 1.3B step and did not lower its peak (the
+    # logits and loss set it); async TP was faster in one run and slower in another, and slower at 6.7B s8k.
+    regather_input: bool = False  # column projections keep the SP chunk, all-gather it again in backward
+    async_tp: bool = False  # CUDA, one host: row projections' matmul fused with their collectives (async_tp)
 
 
 OPTIONS = TPOptions()
@@ -79,6 +90,7 @@ class SPLayout:
     def __init__(self) -> None:
         self.dim: int | None = SEQ_DIM  # None: this forward is not split (neither batch nor sequence divides)
         self.full: tuple[int, int] | None = None
+        self.regather: lean_saves.Regather | None = None  # the last SP norm's, until the next row projection
         # (data_ptr, shape, stride) -> (the tensor, weakly; its forward's dim and full shape)
         self._seen: dict[tuple[int, torch.Size, tuple[int, ...]],
                          tuple[weakref.ref[torch.Tensor], int | None, tuple[int, int] | None]] = {}
@@ -133,8 +145,37 @@ class TPInfo:
         return self
 
 
+class LocalShard(torch.autograd.Function):
+    """``DTensor.to_local`` of a parameter whose gradient keeps the parameter's placements (Shard/Replicate, never
+    Partial): the backward wraps the local gradient with the parameter's spec directly, where ``to_local``'s
+    backward went through ``DTensor.from_local`` (spec copies and checks, ~15x the host time) for every sharded
+    parameter of every block in every backward."""
+
+    @staticmethod
+    def forward(ctx: Any, t: DTensor) -> torch.Tensor:
+        ctx.spec = t._spec
+        ctx.stride = t._local_tensor.stride()
+        ctx.set_materialize_grads(False)
+        local_t = t._local_tensor
+        return local_t.view_as(local_t)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor | None) -> DTensor | None:
+        if grad is None:
+            return None
+        spec = ctx.spec
+        if grad.stride() == ctx.stride:
+            return DTensor(grad, spec, requires_grad=False)
+        return DTensor.from_local(grad, spec.mesh, spec.placements, run_check=False, shape=spec.shape,
+                                  stride=spec.stride)
+
+
 def local(t: torch.Tensor) -> torch.Tensor:
-    return t.to_local() if isinstance(t, DTensor) else t
+    if not isinstance(t, DTensor):
+        return t
+    if OPTIONS.fast_local and not any(p.is_partial() for p in t.placements):
+        return LocalShard.apply(t)
+    return t.to_local()
 
 
 def _info(module: nn.Module) -> TPInfo:
@@ -145,18 +186,25 @@ def _col_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     info = _info(self)
     if info.copy_input:
         x = CopyToTP.apply(x, info.group)
-    return F.linear(x, local(self.weight), None if self.bias is None else local(self.bias))
+    return lean_saves.linear(x, local(self.weight), None if self.bias is None else local(self.bias))
 
 
 def _row_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     info = _info(self)
     if info.sp:
         info.layout.follow(x)  # a recompute starting at this module (submodule checkpointing)
-    y = F.linear(x, local(self.weight))
-    if info.sp and info.layout.dim is not None:
-        y = ReduceScatterToSP.apply(y, info.layout.dim, info.group)
+    dim = info.layout.dim if info.sp else None
+    if dim is not None and OPTIONS.async_tp and async_tp.usable(x, info.group):
+        y = lean_saves.linear(x, local(self.weight), None, f=async_tp.row_linear(dim, info.group))
+    elif dim is not None:
+        y = ReduceScatterToSP.apply(lean_saves.linear(x, local(self.weight), None), dim, info.group)
     else:
-        y = ReduceFromTP.apply(y, info.group)
+        y = ReduceFromTP.apply(lean_saves.linear(x, local(self.weight), None), info.group)
+    regather, info.layout.regather = info.layout.regather, None
+    if dim is not None and regather is not None and regather.packs:
+        # the norm gathered for this sublayer's column projections, which packed the chunk (not under activation
+        # checkpointing: there the node would keep the chunk the checkpoint dropped): gather it early in backward
+        y = lean_saves.PrefetchOnBackward.apply(y, regather)
     if self.bias is not None:
         # With sequence parallelism each rank adds the bias to its chunk only: its gradient is partial, summed
         # over the TP ranks by the block's CopyToTPGrouped (the block's pre-forward hook put it in place).
@@ -167,7 +215,7 @@ def _row_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
 def _head_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     info = _info(self)
     x = CopyToTP.apply(x, info.group)
-    y = F.linear(x, local(self.weight), None if self.bias is None else local(self.bias))
+    y = lean_saves.linear(x, local(self.weight), None if self.bias is None else local(self.bias))
     return GatherToReplicated.apply(y, y.dim() - 1, info.group)
 
 
@@ -221,7 +269,10 @@ def _sp_norm_forward(base: type[nn.Module], self: nn.Module, *args: Any, **kwarg
     dim = info.layout.gather_dim(out, info.size)
     if dim is None:  # an unsplit forward: the column-parallel consumers' input gradients are partial sums
         return CopyToTP.apply(out, info.group)
-    return GatherFromSP.apply(out, dim, info.group)
+    full = GatherFromSP.apply(out, dim, info.group)
+    if OPTIONS.regather_input:
+        info.layout.regather = lean_saves.mark_gathered(full, out, dim, info.group)
+    return full
 
 
 class BlockTP:
@@ -275,7 +326,7 @@ class BlockTP:
         for m, n in self.sharded:
             t = getattr(m, n, None)
             if isinstance(t, DTensor):
-                swaps.append((m, n, _swap_tensor(m, n, t.to_local())))
+                swaps.append((m, n, _swap_tensor(m, n, local(t))))
         self.saved.append(swaps)
 
     def post_forward(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:

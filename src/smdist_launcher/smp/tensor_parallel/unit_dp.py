@@ -1,0 +1,200 @@
+"""Tensor parallelism over every rank (a data-parallel mesh of one rank): mixed precision without FSDP.
+
+With ``tensor_parallel_degree`` equal to the world size there is nothing to shard over data parallelism:
+FSDP2 on a one-rank mesh communicates nothing, yet its hooks (unshard, reshard, post-backward, copy-in/out)
+and the DTensor round trip of every parameter (``to_local`` in forward, ``from_local`` of every gradient in
+backward) ran on the host each block, and the TP step is bound by its host. ``install`` gives
+``tsm.shard_model`` the same result without them: the parameters stay the TP DTensors (the optimizer, DCP
+checkpoints and ``clip_grad_norm_`` see them as under FSDP2); each block's forward pre-hook puts a cast
+(``param_dtype``) of each parameter's local tensor where its module reads it, so autograd accumulates the
+gradient in the parameter's own dtype on the local tensor, which a post-accumulate hook exposes as the
+parameter's DTensor ``.grad`` (the same storage: ``zero_grad``, clipping and the optimizer act on it).
+The model's class gains FSDP2's gradient-sync switches as no-ops (scripts call them for accumulation).
+"""
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable
+from typing import Any, cast
+
+import torch
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import MixedPrecisionPolicy
+from torch.distributed.tensor import DTensor, Replicate
+
+from . import lean_saves, local_modules
+from .local_modules import _restore, _swap_tensor
+
+ATTR = "_smp_unit_dp"
+
+
+def _wrap_grad(grad: torch.Tensor, param: DTensor) -> DTensor:
+    spec = param._spec
+    if grad.stride() == tuple(param._local_tensor.stride()):
+        return DTensor(grad, spec, requires_grad=False)  # ~2 us, no checks
+    return DTensor.from_local(grad, spec.mesh, spec.placements, run_check=False, shape=param.shape,
+                              stride=param.stride())
+
+
+def _exposer(ref: weakref.ref[DTensor]) -> Any:
+    """The local tensor's post-accumulate hook: its gradient as the parameter's DTensor ``.grad``. The parameter
+    is held weakly: the hook lives in the local tensor's C++ autograd meta, where a strong reference to the
+    parameter (which holds the local tensor) is a cycle Python's collector cannot see (every model leaked)."""
+    def expose(t: torch.Tensor) -> None:
+        param, g = ref(), t.grad
+        if param is not None and g is not None and (
+                param.grad is None or cast(DTensor, param.grad)._local_tensor is not g):
+            param.grad = _wrap_grad(g, param)
+    return expose
+
+
+class UnitDPPrecision:
+    """The casts and gradient plumbing of one model (see the module docstring)."""
+
+    def __init__(self, policy: MixedPrecisionPolicy) -> None:
+        self.param_dtype = policy.param_dtype
+        self._leaves: dict[int, torch.Tensor] = {}  # id(param) -> its local tensor made a leaf that takes grads
+
+    def _leaf(self, p: torch.Tensor) -> torch.Tensor:
+        if not isinstance(p, DTensor):
+            return p
+        local = p._local_tensor
+        if self._leaves.get(id(p)) is not local:  # first use, or a new local tensor (materialize, load)
+            if p.requires_grad and not local.requires_grad:
+                local.requires_grad_(True)
+
+                local.register_post_accumulate_grad_hook(_exposer(weakref.ref(p)))
+            self._leaves[id(p)] = local
+        if p.grad is None and local.grad is not None:
+            local.grad = None  # zero_grad(set_to_none=True) dropped the parameter's view of it
+        return local
+
+    def cast(self, p: torch.Tensor) -> torch.Tensor:
+        t = self._leaf(p)
+        dtype = self.param_dtype
+        if dtype is not None and t.is_floating_point() and t.dtype != dtype:
+            copy = t.to(dtype)
+            if local_modules.OPTIONS.recast_weights:
+                lean_saves.mark_cast(copy, t)
+            return copy
+        return t if t is p else t.view_as(t)  # a fresh tensor: the swapped-in one must not be the leaf itself
+
+
+class _Scope:
+    """Swaps casts in for the parameters of ``owned`` (module, name) pairs around one module's forward."""
+
+    def __init__(self, precision: UnitDPPrecision, owned: list[tuple[nn.Module, str]],
+                 policy: MixedPrecisionPolicy | None = None) -> None:
+        """``policy``: the root's, whose input/output casts FSDP2 applies at the root module."""
+        self.precision, self.owned = precision, owned
+        self.input_dtype = policy.param_dtype if policy is not None and policy.cast_forward_inputs else None
+        self.output_dtype = policy.output_dtype if policy is not None else None
+        self.saved: list[list[tuple[nn.Module, str, tuple[str, Any]]]] = []
+
+    def pre(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        swaps = []
+        for m, n in self.owned:
+            p = m._parameters.get(n)
+            if p is not None:
+                swaps.append((m, n, _swap_tensor(m, n, self.precision.cast(p))))
+        self.saved.append(swaps)
+        if self.input_dtype is not None:  # FSDP2's cast_forward_inputs (top-level floating tensors)
+            return _cast_floats(args, self.input_dtype), _cast_floats(kwargs, self.input_dtype)
+        return None
+
+    def post(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> Any:
+        if self.saved:
+            for m, n, old in reversed(self.saved.pop()):
+                _restore(m, n, old)
+        if self.output_dtype is not None:  # FSDP2's output_dtype
+            return _cast_floats(output, self.output_dtype)
+        return None
+
+
+def _cast_floats(value: Any, dtype: torch.dtype) -> Any:
+    """Floating tensors cast, in a tensor, a tuple/list or a dict (one level: model inputs and outputs)."""
+    def one(x: Any) -> Any:
+        return x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+    if isinstance(value, dict):
+        return type(value)((k, one(v)) for k, v in value.items()) if type(value) is dict else value
+    if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+        return type(value)(one(v) for v in value)
+    return one(value)
+
+
+class UnitDPModule:
+    """FSDP2's switches a training script calls, as no-ops (one rank: nothing to sync or reshard)."""
+
+    def set_requires_gradient_sync(self, requires_gradient_sync: bool, *, recurse: bool = True) -> None:
+        return None
+
+    def set_is_last_backward(self, is_last_backward: bool) -> None:
+        return None
+
+    def set_reshard_after_backward(self, reshard_after_backward: bool, *, recurse: bool = True) -> None:
+        return None
+
+    def set_reshard_after_forward(self, reshard_after_forward: bool, recurse: bool = True) -> None:
+        return None
+
+    def reshard(self) -> None:
+        return None
+
+    def unshard(self, async_op: bool = False) -> None:
+        return None
+
+
+_CLASSES: dict[type, type] = {}
+
+
+def _owned(module: nn.Module, skip: Iterable[nn.Module]) -> list[tuple[nn.Module, str]]:
+    """(module, name) of every parameter under ``module`` outside the ``skip`` subtrees."""
+    skipped = {id(s) for s in skip}
+    out: list[tuple[nn.Module, str]] = []
+
+    def walk(m: nn.Module) -> None:
+        if id(m) in skipped:
+            return
+        out.extend((m, n) for n, p in m._parameters.items() if p is not None)
+        for child in m.children():
+            walk(child)
+    walk(module)
+    return out
+
+
+def _replicate_plain(model: nn.Module, mesh: DeviceMesh) -> None:
+    """The parameters TP left whole become Replicate DTensors on the TP mesh, as FSDP2 makes every parameter a
+    DTensor: an optimizer's foreach ops refuse a mix of DTensors and plain tensors. Ties are kept."""
+    done: dict[int, nn.Parameter] = {}
+    for mod in model.modules():
+        for name, p in list(mod._parameters.items()):
+            if p is None or isinstance(p, DTensor):
+                continue
+            new = done.get(id(p))
+            if new is None:
+                new = done[id(p)] = nn.Parameter(DTensor.from_local(p.detach(), mesh, [Replicate()], run_check=False),
+                                                  requires_grad=p.requires_grad)
+            mod._parameters[name] = new
+
+
+def install(model: nn.Module, blocks: list[str], policy: MixedPrecisionPolicy, mesh: DeviceMesh) -> nn.Module:
+    """Per-block casts (so an activation-checkpoint recompute casts again) and one scope for the rest."""
+    _replicate_plain(model, mesh)
+    precision = UnitDPPrecision(policy)
+    mods = [model.get_submodule(b) for b in blocks]
+    for block in mods:
+        scope = _Scope(precision, _owned(block, ()))
+        # first among the block's pre-hooks (before BlockTP's: it then sees plain local tensors), restored last
+        block.register_forward_pre_hook(scope.pre, with_kwargs=True, prepend=True)
+        block.register_forward_hook(scope.post, with_kwargs=True, always_call=True)
+    root = _Scope(precision, _owned(model, mods), policy)
+    model.register_forward_pre_hook(root.pre, with_kwargs=True, prepend=True)
+    model.register_forward_hook(root.post, with_kwargs=True, always_call=True)
+    cls = type(model)
+    new = _CLASSES.get(cls)
+    if new is None:
+        new = _CLASSES[cls] = type(f"SMPUnitDP{cls.__name__}", (cls, UnitDPModule), {})
+    model.__class__ = new
+    setattr(model, ATTR, precision)
+    return model
