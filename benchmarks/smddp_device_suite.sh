@@ -2,7 +2,7 @@
 # One device call for smddp: build the native backend (with the Lamport kernel), GPU correctness
 # tests, then the smddp-vs-NCCL sweep (eager + CUDA graph) and the DDP step benchmark on every GPU
 # of the machine (and on 2 of them when there are 4). Usage (repo root):
-#   bash benchmarks/smddp_device_suite.sh [quick|full|bench|focus]
+#   bash benchmarks/smddp_device_suite.sh [quick|full|bench|focus|fsdp]
 # Results (7 files) go to $OUT (the device tool's folder) or ./smddp-results.
 # focus: build, every GPU test of tests/smddp, the copy-engine AllGather pipelined in 1/2/4/8 parts
 # vs NCCL (32 MiB-1 GiB), the DDP step of both models (every variant, rotated rounds) and the FSDP2
@@ -33,6 +33,21 @@ print('native backend:', m is not None, 'lamport kernel:', getattr(m, 'LAMPORT',
       f'{time.time() - t:.0f} s')
 " 2>&1 | tail -40 || status=1
 stamp built
+if [ "$MODE" = fsdp ]; then
+  # fsdp: build, the FSDP2 1.3B step over smddp against NCCL in one process per GPU (rounds
+  # alternated, the AllGather-forced-to-NCCL noise floor; SMDDP_FSDP_VARIANTS adds smddp_c1,smddp_c2), the
+  # 2-GPU GPU tests.
+  export CUDA_VISIBLE_DEVICES=0,1
+  timeout "${SMDDP_FSDP_TIMEOUT:-110}" python3 -m torch.distributed.run --standalone --nproc-per-node 2 \
+    benchmarks/smddp_fsdp2_step.py --rounds "${SMDDP_FSDP_ROUNDS:-16}" --steps 3 \
+    --variants "${SMDDP_FSDP_VARIANTS:-nccl,smddp,smddp_ag_nccl}" --out "$OUT/fsdp2_step.json" \
+    2>&1 | grep -v "^W1\|OMP_NUM\|^\*\*\*" | tail -25 || status=1
+  stamp fsdp2
+  timeout "${SMDDP_TEST_TIMEOUT:-90}" python3 -m pytest tests/smddp/test_process_group.py -m gpu -q -x \
+    -p no:cacheprovider -k "test_gpu_matches_nccl and 2" 2>&1 | tail -40 | tee "$OUT/gpu_tests.log" || status=1
+  stamp tested
+  exit $status
+fi
 if [ "$MODE" = focus ]; then
   export CUDA_VISIBLE_DEVICES=0,1
   timeout 120 python3 -m torch.distributed.run --nproc_per_node=2 benchmarks/collectives.py --ag-pipeline \

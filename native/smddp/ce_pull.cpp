@@ -89,7 +89,8 @@ int smddp_ce_stage_part(CUcontext ctx, CUstream main, CUstream local, CUevent* e
   if (first) {
     CHECK(p_record(events[0], main));
     CHECK(p_wait(local, events[0], 0));
-    CHECK(p_memcpy(out + (CUdeviceptr)rank * nbytes, in, nbytes, local));
+    // In place (FSDP2 gathers into the output whose rank chunk is the input): nothing to copy.
+    if (out + (CUdeviceptr)rank * nbytes != in) CHECK(p_memcpy(out + (CUdeviceptr)rank * nbytes, in, nbytes, local));
     CHECK(p_record(events[1], local));
   }
   if (len) CHECK(p_memcpy(local_buf + start, in + start, len, main));

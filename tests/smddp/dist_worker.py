@@ -310,10 +310,174 @@ def scenario_fast_paths(rank: int, ws: int, device: str) -> None:
     if not torch.allclose(total, ref.float().sum()):
         raise AssertionError("async fast-path result not ordered before the waiting stream")
     force_path(smddp_pg, "all_gather", None)
+    checks += _ce_edges(rank, ws, smddp_pg, nccl_pg, gen)
     from smdist_launcher.smddp import native
 
     print(f"rank {rank}: {checks + 1} fast-path checks equal NCCL "
           f"(native helper: {native_lib is not None}, {native.unavailable_reason()})")
+
+
+def _ce_edges(rank: int, ws: int, smddp_pg: dist.ProcessGroup, nccl_pg: dist.ProcessGroup,
+              gen: torch.Generator) -> int:
+    """CUDA only: the copy-engine AllGather's edges, against NCCL: in place (FSDP2's input is the
+    output's rank chunk) in several parts of an odd size; inside CUDA-graph capture (NCCL serves the
+    captured call, replays stay right); calls on two streams while a peer's pulls lag (the calls stay
+    one chain: no buffer is restaged while a peer still reads it); ranks whose parts setting differs
+    (the group's fast path goes off on every rank, NCCL serves)."""
+    from smdist_launcher.smddp import force_path, native_backend
+
+    def engine_of(pg: dist.ProcessGroup):  # type: ignore[no-untyped-def]
+        backend = native_backend.native_backend_of(pg)
+        return backend.helper().allgather if backend is not None else pg.cuda_path.allgather_ce
+
+    def ce_calls(pg: dist.ProcessGroup) -> int | None:
+        backend = native_backend.native_backend_of(pg)
+        return backend.fast_calls()[1] if backend is not None else None  # routing.NATIVE_PATH_CODES["ce"]
+
+    def gather(out: torch.Tensor, x: torch.Tensor, name: str, pg: dist.ProcessGroup = smddp_pg,
+               ce: bool | None = True) -> None:
+        before = ce_calls(pg)
+        dist.all_gather_into_tensor(out, x, group=pg)
+        after = ce_calls(pg)
+        if ce is not None and before is not None and after != before + int(ce):
+            raise AssertionError(f"{name}: copy-engine calls {before} -> {after}, expected ce={ce}")
+
+    def against_nccl(name: str, got: torch.Tensor, x: torch.Tensor) -> None:
+        want = torch.empty_like(got)
+        dist.all_gather_into_tensor(want, x, group=nccl_pg)
+        torch.cuda.synchronize()
+        if not torch.equal(got, want):
+            raise AssertionError(f"{name} differs from NCCL")
+
+    checks = 0
+    force_path(smddp_pg, "all_gather", "ce")
+    engine = engine_of(smddp_pg)
+    saved = (engine.chunks, engine.min_part)
+    engine.chunks, engine.min_part = 3, 1 << 16
+    for dtype in (torch.bfloat16, torch.float32):
+        n = (1 << 18) + 5
+        x = torch.randn(n, generator=gen, device="cuda").to(dtype)
+        out = torch.full((n * ws,), float("nan"), device="cuda", dtype=dtype)
+        mine = out[rank * n : (rank + 1) * n]
+        mine.copy_(x)
+        gather(out, mine, f"in-place {dtype}")
+        against_nccl(f"in-place all_gather {dtype} n={n}", out, x)
+        checks += 1
+    engine.chunks, engine.min_part = saved
+    # CUDA-graph capture: warmed up eagerly, then captured: NCCL serves the captured call
+    n = (1 << 20) + 3
+    static_in = torch.randn(n, generator=gen, device="cuda")
+    static_out = torch.empty(n * ws, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        gather(static_out, static_in, "warm-up before capture")
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gather(static_out, static_in, "captured", ce=False)
+    for step in range(3):
+        static_in.copy_(torch.randn(n, generator=gen, device="cuda"))
+        graph.replay()
+        against_nccl(f"captured all_gather replay {step}", static_out, static_in)
+        checks += 1
+    del graph
+    # two streams, rank 1's pulls held back: without the chain, rank 0's third call (stream a)
+    # restages the buffer of its first call while rank 1 still pulls that call's data from it
+    n = 4 << 20
+    xs = [torch.randn(n, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(3)]
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    for chained in (False, True):
+        outs = [torch.full((n * ws,), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+        for st in streams:
+            st.wait_stream(torch.cuda.current_stream())
+        torch.cuda.synchronize()
+        dist.barrier(group=nccl_pg)
+        if rank == 1:
+            with torch.cuda.stream(engine.streams[0]):  # the pull stream
+                torch.cuda._sleep(200_000_000)  # ~0.1 s
+        for i, st in enumerate((streams[0], streams[1], streams[0])):
+            if not chained:
+                engine._last_stream = None  # what the engine did before calls were chained
+            with torch.cuda.stream(st):
+                gather(outs[i], xs[i], f"stream call {i}")
+        for st in streams:
+            torch.cuda.current_stream().wait_stream(st)
+        torch.cuda.synchronize()
+        wants = [torch.empty_like(o) for o in outs]
+        for want, x in zip(wants, xs, strict=True):
+            dist.all_gather_into_tensor(want, x, group=nccl_pg)
+        torch.cuda.synchronize()
+        bad = [i for i, (o, w) in enumerate(zip(outs, wants, strict=True)) if not torch.equal(o, w)]
+        if chained and bad:
+            raise AssertionError(f"all_gather calls on two streams: calls {bad} differ from NCCL")
+        if not chained:
+            print(f"rank {rank}: two-stream calls without the chain: calls {bad} differ from NCCL", flush=True)
+    checks += 1
+    # the pair re-made larger while the previous call's pulls still wait: the old buffers (and this
+    # rank's mappings of the peers') may be freed only after those copies ran
+    capacity = engine.buffers.pair.capacity
+    n = capacity // 8  # fp32: half the capacity per rank
+    x1, x2 = torch.randn(n, generator=gen, device="cuda"), torch.randn(capacity // 4 + 1, generator=gen, device="cuda")
+    o1, o2 = torch.empty(n * ws, device="cuda"), torch.empty(x2.numel() * ws, device="cuda")
+    torch.cuda.synchronize()
+    with torch.cuda.stream(engine.streams[0]):
+        torch.cuda._sleep(200_000_000)  # ~0.1 s: this rank's pulls of the first call start late
+    gather(o1, x1, "before growth")
+    gather(o2, x2, "growing")
+    if engine.buffers.pair.capacity <= capacity:
+        raise AssertionError(f"the pair did not grow ({capacity} -> {engine.buffers.pair.capacity})")
+    against_nccl("all_gather before the pair grew", o1, x1)
+    against_nccl("all_gather that grew the pair", o2, x2)
+    checks += 1
+    # other collectives on other streams meanwhile, no host sync between: the copy-engine AllGather
+    # (stream a), a routed AllReduce (Lamport / symmetric-memory kernel on 2 GPUs; stream b), a
+    # ReduceScatter that NCCL serves (stream c)
+    x = torch.randn((1 << 20) + 1, generator=gen, device="cuda")
+    ag = torch.empty(x.numel() * ws, device="cuda")
+    ar = torch.randn(1 << 14, generator=gen, device="cuda")
+    ar_want = ar.clone()
+    rs_in = torch.randn(ws * 4099, generator=gen, device="cuda")
+    rs, rs_want = torch.empty(4099, device="cuda"), torch.empty(4099, device="cuda")
+    side = [torch.cuda.Stream() for _ in range(3)]
+    for st in side:
+        st.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side[0]):
+        gather(ag, x, "beside other collectives")
+    with torch.cuda.stream(side[1]):
+        dist.all_reduce(ar, group=smddp_pg)
+    with torch.cuda.stream(side[2]):
+        dist.reduce_scatter_tensor(rs, rs_in, group=smddp_pg)
+    for st in side:
+        torch.cuda.current_stream().wait_stream(st)
+    against_nccl("all_gather beside other collectives", ag, x)
+    dist.all_reduce(ar_want, group=nccl_pg)
+    _close("all_reduce beside the copy-engine all_gather", ar, ar_want)
+    dist.reduce_scatter_tensor(rs_want, rs_in, group=nccl_pg)
+    _close("reduce_scatter beside the copy-engine all_gather", rs, rs_want)
+    checks += 3
+    force_path(smddp_pg, "all_gather", None)
+    # ranks whose SMDDP_CE_CHUNKS differ: the group's copy-engine path goes off alike on every rank
+    saved_env = os.environ.get("SMDDP_CE_CHUNKS")
+    os.environ["SMDDP_CE_CHUNKS"] = str(2 + rank)
+    try:
+        odd = dist.new_group(backend="smddp")
+        force_path(odd, "all_gather", "ce")
+        x = torch.randn(1001, generator=gen, device="cuda")
+        out = torch.empty(1001 * ws, device="cuda")
+        gather(out, x, "parts differ", pg=odd, ce=False)
+        against_nccl("all_gather with parts differing across ranks", out, x)
+        backend = native_backend.native_backend_of(odd)
+        state = backend.helper()._state if backend is not None else odd.cuda_path._fast_state
+        if "settings differ" not in str(state):
+            raise AssertionError(f"parts differing across ranks: fast-path state {state!r}")
+        checks += 1
+    finally:
+        if saved_env is None:
+            os.environ.pop("SMDDP_CE_CHUNKS", None)
+        else:
+            os.environ["SMDDP_CE_CHUNKS"] = saved_env
+    return checks
 
 
 def _close(name: str, a: torch.Tensor, b: torch.Tensor) -> None:

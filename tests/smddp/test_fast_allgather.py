@@ -7,11 +7,15 @@ import torch
 from smdist_launcher.smddp.fast_allgather import (
     MIN_PART,
     PART_ALIGN,
+    CeOptions,
     CopyEngineAllGather,
+    ce_options,
     default_chunks,
     pipeline_parts,
     stage_copy,
 )
+
+CE_KEYS = ("SMDDP_CE_SERIAL", "SMDDP_CE_SPLITS", "SMDDP_CE_KERNEL_STAGE", "SMDDP_CE_CHUNKS")
 
 
 @pytest.mark.parametrize("n", [1, 3, 8, 13, 4096, 1001])
@@ -62,3 +66,55 @@ def test_chunks_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("SMDDP_CE_CHUNKS", bad)
         with pytest.raises(ValueError, match=f"SMDDP_CE_CHUNKS={bad!r}: expected a whole number"):
             default_chunks(2)
+
+
+@pytest.fixture
+def ce_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for key in CE_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    return monkeypatch
+
+
+def test_every_copy_engine_setting_is_read_in_one_place(ce_env: pytest.MonkeyPatch) -> None:
+    assert ce_options(2) == CeOptions(serial=False, splits=1, kernel_stage=False, chunks=4)
+    assert ce_options(4) == CeOptions(serial=True, splits=1, kernel_stage=False, chunks=1)
+    for key, value in (("SMDDP_CE_SERIAL", "1"), ("SMDDP_CE_SPLITS", "3"), ("SMDDP_CE_KERNEL_STAGE", "1"),
+                       ("SMDDP_CE_CHUNKS", "2")):
+        ce_env.setenv(key, value)
+    assert ce_options(2) == CeOptions(serial=True, splits=3, kernel_stage=True, chunks=2)
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("SMDDP_CE_SPLITS", "0"), ("SMDDP_CE_SPLITS", "two"), ("SMDDP_CE_SERIAL", "yes"),
+    ("SMDDP_CE_KERNEL_STAGE", "true"), ("SMDDP_CE_CHUNKS", "-1"), ("SMDDP_CE_CHUNKS", "9" * 5000),
+    ("SMDDP_CE_CHUNKS", "1e3"),
+])
+def test_a_bad_setting_names_the_variable_and_the_value(ce_env: pytest.MonkeyPatch, key: str, value: str) -> None:
+    ce_env.setenv(key, value)
+    with pytest.raises(ValueError, match=f"{key}='{value[:20]}.*expected"):
+        ce_options(2)
+
+
+def test_a_huge_parts_setting_is_bounded_by_the_size(ce_env: pytest.MonkeyPatch) -> None:
+    ce_env.setenv("SMDDP_CE_CHUNKS", "1000000")
+    chunks = ce_options(2).chunks
+    for nbytes in (1, 3 * MIN_PART - 1, 4 * MIN_PART + 12345):
+        parts = pipeline_parts(nbytes, chunks)
+        assert 1 <= len(parts) <= max(1, nbytes // MIN_PART)
+        assert sum(n for _, n in parts) == nbytes
+
+
+def test_an_input_overlapping_the_output_is_eligible_only_as_its_own_chunk() -> None:
+    """FSDP2 gathers in place (the input is the output's rank chunk): eligible, and the own-chunk copy
+    is skipped. An input overlapping another chunk would be overwritten by a pull before it is
+    staged: NCCL serves it (undefined there too, but not made worse)."""
+    out = torch.empty(24)
+    assert CopyEngineAllGather.eligible(out, out[12:18], 4, rank=2)
+    assert not CopyEngineAllGather.eligible(out, out[12:18], 4, rank=1)
+    assert not CopyEngineAllGather.eligible(out, out[12:18], 4)  # rank unknown
+    assert not CopyEngineAllGather.eligible(out, out[3:9], 4, rank=0)  # straddles two chunks
+    assert CopyEngineAllGather.eligible(out, torch.empty(6), 4, rank=1)
+    both = torch.empty(30)
+    assert CopyEngineAllGather.eligible(both[:24], both[24:], 4, rank=0)  # adjacent, apart
+    assert CopyEngineAllGather.eligible(both[6:], both[:6], 4, rank=0)  # adjacent on the other side
+    assert not CopyEngineAllGather.eligible(both[6:], both[5:11], 4, rank=0)  # one element into chunk 0

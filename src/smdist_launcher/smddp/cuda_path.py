@@ -8,7 +8,6 @@ is handed to an inner ProcessGroupNCCL unchanged, so a fast path is never a corr
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 import torch.distributed as dist
 
+from .fast_allgather import ce_options
 from .reduce_ops import op_name
 from .routing import Router
 from .works import completed_work
@@ -44,6 +44,7 @@ class CudaPath:
         nccl = dist.ProcessGroupNCCL(dist.PrefixStore("smddp/nccl/", store), rank, size, options)
         self.nccl = cast("C10dBackend", nccl)
         self.router = Router()
+        ce_options(size)  # a bad SMDDP_CE_* setting fails here, at init_process_group, not at the first call
         self._fast_state: str | None = None  # None = not decided, "on", or the reason it is off
         self.allgather_ce: Any = None
         self.allreduce_symm: Any = None
@@ -57,32 +58,18 @@ class CudaPath:
         return self._fast_state == "on"
 
     def _set_up_fast_paths(self, device: torch.device) -> str:
-        if os.environ.get("SMDDP_DISABLE_FAST_PATHS", "0") == "1":
-            return "SMDDP_DISABLE_FAST_PATHS=1"
-        if self.size < 2:
-            return "group of one rank"
-        from .topology import exchange_locations, single_nvlink_island
+        from .fast_setup import set_up_fast_paths
 
-        ok, why = single_nvlink_island(exchange_locations(self.store, self.rank, self.size, device.index or 0))
-        if not ok:
-            return why
+        paths = set_up_fast_paths(self.store, self.rank, self.size, self.timeout, device, self._group_name())
+        if isinstance(paths, str):
+            return paths
         try:
-            from .fast_allgather import CopyEngineAllGather
             from .fast_allreduce import SymmMemAllReduce
-            from .symm_buffers import register_group
 
-            name = register_group(self._group_name(), self.store, self.rank, self.size, self.timeout)
-            # One copy per peer: a single copy-engine copy already fills a GPU's NVLink ingress
-            # (the one-stream pull reached 387 GB/s algbw), and fewer copies = less CPU.
-            splits = int(os.environ.get("SMDDP_CE_SPLITS", "1"))
-            # Measured on 4x H200: pulling the 3 peers one after another (on one side stream)
-            # runs at NCCL's speed; pulling them concurrently ran ~1.6x slower (contention).
-            serial = os.environ.get("SMDDP_CE_SERIAL", "1" if self.size > 2 else "0") == "1"
-            kernel_stage = os.environ.get("SMDDP_CE_KERNEL_STAGE", "0") == "1"
-            self.allgather_ce = CopyEngineAllGather(name, device, self.rank, self.size, splits, serial, kernel_stage)
-            self.allreduce_symm = SymmMemAllReduce(name, device, self.size)
+            self.allreduce_symm = SymmMemAllReduce(paths.symm_name, device, self.size)
         except (ImportError, AttributeError, RuntimeError) as exc:  # torch without symmetric memory
             return f"symmetric memory unavailable ({exc})"
+        self.allgather_ce = paths.allgather
         return "on"
 
     # ---- collectives with fast paths ----
@@ -101,9 +88,9 @@ class CudaPath:
 
         nbytes = output.numel() * output.element_size()
         if self.router.choose("all_gather", self.size, nbytes) == "ce" and CopyEngineAllGather.eligible(
-            output, input, self.size
+            output, input, self.size, self.rank
         ):
-            if self._fast_ready(output.device):
+            if not CopyEngineAllGather.capturing() and self._fast_ready(output.device):
                 self.allgather_ce(output, input)
                 return completed_work([output])
         return self.nccl._allgather_base(output, input, opts)

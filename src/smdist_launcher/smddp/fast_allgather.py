@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -43,12 +44,16 @@ def default_chunks(world_size: int) -> int:
     raw = os.environ.get("SMDDP_CE_CHUNKS", "").strip()
     if not raw:
         return DEFAULT_CHUNKS.get(world_size, 1)
+    return _whole_number("SMDDP_CE_CHUNKS", raw, "parts >= 1 (1 = no pipelining), e.g. 4")
+
+
+def _whole_number(key: str, raw: str, what: str) -> int:
     try:
         value = int(raw)
-    except ValueError:
+    except ValueError:  # also a number too long to convert
         value = 0
     if value < 1:
-        raise ValueError(f"SMDDP_CE_CHUNKS={raw!r}: expected a whole number of parts >= 1 (1 = no pipelining), e.g. 4")
+        raise ValueError(f"{key}={raw!r}: expected a whole number of {what}")
     return value
 
 
@@ -57,6 +62,40 @@ def default_chunks(world_size: int) -> int:
 # (e.g. 256 MiB 238 -> 249 GB/s, NCCL 242); 4 parts of 16 MiB no worse than 2 anywhere. 4+ GPUs
 # (serial pulls) not measured: no pipelining there.
 DEFAULT_CHUNKS = {2: 4}
+
+
+@dataclass(frozen=True)
+class CeOptions:
+    """How the copy-engine AllGather of a group of ``world_size`` issues its copies (SMDDP_CE_* settings)."""
+
+    serial: bool  # all pulls one after another on one side stream
+    splits: int  # pieces per peer
+    kernel_stage: bool  # stage with an SM copy instead of a memcpy (Python choreography)
+    chunks: int  # pipelined parts (native helper)
+
+
+def ce_options(world_size: int) -> CeOptions:
+    """The one reading of the SMDDP_CE_* settings (both process-group flavours use it); a bad value
+    raises ValueError naming the variable, the value and what is allowed."""
+    raw_splits = os.environ.get("SMDDP_CE_SPLITS", "").strip()
+    return CeOptions(
+        # Measured on 4x H200: pulling the 3 peers one after another (on one side stream) runs at
+        # NCCL's speed; pulling them concurrently ran ~1.6x slower (contention).
+        serial=_flag("SMDDP_CE_SERIAL", world_size > 2),
+        # One copy per peer: a single copy-engine copy already fills a GPU's NVLink ingress.
+        splits=_whole_number("SMDDP_CE_SPLITS", raw_splits, "pieces per peer >= 1, e.g. 1") if raw_splits else 1,
+        kernel_stage=_flag("SMDDP_CE_KERNEL_STAGE", False),
+        chunks=default_chunks(world_size),
+    )
+
+
+def _flag(key: str, default: bool) -> bool:
+    raw = os.environ.get(key, "").strip()
+    if not raw:
+        return default
+    if raw not in ("0", "1"):
+        raise ValueError(f"{key}={raw!r}: expected 0 or 1")
+    return raw == "1"
 
 
 def stage_copy(dst: torch.Tensor, src: torch.Tensor, kernel: bool) -> None:
@@ -75,16 +114,19 @@ class CopyEngineAllGather:
     """all_gather_into_tensor for one process group on one NVLink island."""
 
     def __init__(
-        self, group_name: str, device: torch.device, rank: int, world_size: int, splits: int = 1,
-        serial: bool = False, kernel_stage: bool = False, chunks: int | None = None,
+        self, group_name: str, device: torch.device, rank: int, world_size: int, options: CeOptions | None = None,
     ) -> None:
+        options = options or ce_options(world_size)
         self.rank, self.world_size = rank, world_size
-        self.chunks = default_chunks(world_size) if chunks is None else max(1, chunks)  # pipelined parts (native)
+        self.chunks = options.chunks  # pipelined parts (native)
         self.min_part = MIN_PART
-        self.splits = max(1, splits)
-        self.serial = serial  # all pulls one after another on one side stream
-        self.kernel_stage = kernel_stage  # stage with an SM copy instead of a memcpy
+        self.splits = options.splits
+        self.serial = options.serial  # all pulls one after another on one side stream
+        self.kernel_stage = options.kernel_stage  # stage with an SM copy instead of a memcpy
         self.device = device
+        # Calls of a group on different streams are chained (see __call__): the last call's stream and end.
+        self._last_stream: int | None = None
+        self._done = torch.cuda.Event()
         self.buffers = GrowingPair(group_name, device, world_size)
         self.n_pull = (world_size - 1) * self.splits
         self.streams = [torch.cuda.Stream(device=device) for _ in range(self.n_pull + 1)]
@@ -103,14 +145,36 @@ class CopyEngineAllGather:
         self._native = {"ctx": ctx, "events": events, "streams": streams, "local": self.streams[-1].cuda_stream}
 
     @staticmethod
-    def eligible(output: torch.Tensor, input: torch.Tensor, world_size: int) -> bool:
-        return (
+    def eligible(output: torch.Tensor, input: torch.Tensor, world_size: int, rank: int | None = None) -> bool:
+        """Contiguous, same dtype and device, output = world_size x input, and the input either apart
+        from the output or exactly this rank's chunk of it (FSDP2's in-place gather): pulls into a
+        chunk the input overlaps would overwrite it before it is staged (NCCL leaves that undefined)."""
+        if not (
             output.is_contiguous()
             and input.is_contiguous()
             and output.dtype == input.dtype
             and output.device == input.device
             and output.numel() == input.numel() * world_size
-        )
+        ):
+            return False
+        nbytes = input.numel() * input.element_size()
+        out_start, in_start = output.data_ptr(), input.data_ptr()
+        apart = in_start + nbytes <= out_start or out_start + nbytes * world_size <= in_start or nbytes == 0
+        return apart or (rank is not None and in_start == out_start + rank * nbytes)
+
+    @staticmethod
+    def capturing() -> bool:
+        """Inside CUDA-graph capture the copy engines are not used (callers send the call to NCCL): a
+        replay would restage the one buffer captured while a peer may still pull the previous replay's
+        data from it, and a first call's buffer set-up cannot be captured. Every rank captures the
+        same calls, so every rank gives those to NCCL alike."""
+        return torch.cuda.is_current_stream_capturing()
+
+    def barrier_plan(self) -> str:
+        """What sets the number of barriers per call: every rank of the group must have the same, or
+        a rank's pull would meet a peer's barrier of another part (or call): wrong data or a hang."""
+        native = self.lib is not None and not self.kernel_stage
+        return f"parts={self.chunks if native else 1} min_part={self.min_part}"
 
     def __call__(self, output: torch.Tensor, input: torch.Tensor) -> None:
         nbytes = input.numel() * input.element_size()
@@ -119,10 +183,17 @@ class CopyEngineAllGather:
         pair = self.buffers.get(nbytes)
         turn, buf, handle, peers = pair.next()
         main = torch.cuda.current_stream(self.device)
+        # A call staging into buffer k%2 is safe once the previous call's barrier passed on the same
+        # stream (symm_buffers.py); a call on another stream first waits for the previous call's end,
+        # so the calls of a group stay one chain whatever streams issue them (as NCCL's one stream).
+        if self._last_stream is not None and self._last_stream != main.cuda_stream:
+            main.wait_event(self._done)
         if self.lib is not None and not self.kernel_stage:
             self._native_call(self.lib, pair, turn, buf, handle, main, output, input, nbytes)
         else:
             self._python_call(buf, handle, peers, main, output, input, nbytes)
+        self._done.record(main)
+        self._last_stream = main.cuda_stream
 
     def _native_call(
         self, lib: ctypes.CDLL, pair: SymmBufferPair, turn: int, buf: torch.Tensor, handle: Any,
@@ -159,8 +230,10 @@ class CopyEngineAllGather:
         out = output.reshape(-1).view(torch.uint8)
         local = self.streams[-1]
         local.wait_stream(main)
-        with torch.cuda.stream(local):  # own chunk: a local copy that needs no peer
-            out[self.rank * nbytes : (self.rank + 1) * nbytes].copy_(src)
+        own = out[self.rank * nbytes : (self.rank + 1) * nbytes]
+        if own.data_ptr() != src.data_ptr():  # in place (FSDP2): the own chunk is already there
+            with torch.cuda.stream(local):  # own chunk: a local copy that needs no peer
+                own.copy_(src)
         stage_copy(buf[:nbytes], src, self.kernel_stage)
         handle.barrier(channel=0)
         ready = torch.cuda.Event()

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from .cpu_path import GlooPath
-from .fast_allgather import default_chunks
+from .fast_allgather import ce_options
 from .native import _cache_dir, enabled_source, native_source
 from .routing import Router, native_route_codes
 
@@ -112,28 +112,18 @@ class NativeHelper:
         return self._state == "on"
 
     def _set_up(self, device: torch.device, group_uid: str) -> str:
-        if os.environ.get("SMDDP_DISABLE_FAST_PATHS", "0") == "1":
-            return "SMDDP_DISABLE_FAST_PATHS=1"
-        if self.size < 2:
-            return "group of one rank"
-        if not group_uid:
-            return "the group has no name yet"
-        from .topology import exchange_locations, single_nvlink_island
+        from .fast_setup import set_up_fast_paths
 
-        ok, why = single_nvlink_island(exchange_locations(self.store, self.rank, self.size, device.index or 0))
-        if not ok:
-            return why
+        paths = set_up_fast_paths(self.store, self.rank, self.size, self.timeout, device, group_uid)
+        if isinstance(paths, str):
+            return paths
         try:
-            from .fast_allgather import CopyEngineAllGather
-            from .symm_buffers import GrowingPair, register_group
+            from .symm_buffers import GrowingPair
 
-            self.symm_name = register_group(group_uid, self.store, self.rank, self.size, self.timeout)
-            serial = os.environ.get("SMDDP_CE_SERIAL", "1" if self.size > 2 else "0") == "1"
-            splits = int(os.environ.get("SMDDP_CE_SPLITS", "1"))
-            self.allgather = CopyEngineAllGather(self.symm_name, device, self.rank, self.size, splits, serial)
-            self._pair = GrowingPair(self.symm_name, device, self.size, minimum=4 << 20)
+            self._pair = GrowingPair(paths.symm_name, device, self.size, minimum=4 << 20)
         except (ImportError, AttributeError, RuntimeError) as exc:  # torch without symmetric memory
             return f"symmetric memory unavailable ({exc})"
+        self.symm_name, self.allgather = paths.symm_name, paths.allgather
         return "on"
 
     def allreduce_buffers(self, device_index: int, nbytes: int, group_uid: str) -> tuple[Any, ...] | None:
@@ -166,9 +156,12 @@ class NativeHelper:
         return buffer, peers, self.lamport_bytes, lamport_timeout_s(self.timeout)
 
     def allgather_ce(self, output: torch.Tensor, input: torch.Tensor, group_uid: str) -> bool:
+        """Run the copy-engine AllGather; False: NCCL serves the call (the same on every rank)."""
         from .fast_allgather import CopyEngineAllGather
 
-        if not CopyEngineAllGather.eligible(output, input, self.size) or not self._ready(output.device, group_uid):
+        if not CopyEngineAllGather.eligible(output, input, self.size, self.rank) or CopyEngineAllGather.capturing():
+            return False  # (capture: before the set-up, which then waits for the first eager call)
+        if not self._ready(output.device, group_uid):
             return False
         self.allgather(output, input)
         return True
@@ -187,7 +180,7 @@ def create(module: ModuleType, store: dist.Store, rank: int, size: int, timeout:
     nccl = dist.ProcessGroupNCCL(dist.PrefixStore("smddp/nccl/", store), rank, size, options)
     router = Router(native=True, gpu=torch.cuda.get_device_name(), lamport=bool(getattr(module, "LAMPORT", False)))
     lamport_timeout_s(timeout)  # a bad setting fails here, at init_process_group, not at the first call
-    default_chunks(size)  # likewise SMDDP_CE_CHUNKS
+    ce_options(size)  # likewise the SMDDP_CE_* settings
     helper = NativeHelper(store, rank, size, timeout, lamport_region_bytes(router, size))
     return module.SmddpBackend(rank, size, nccl, helper, native_route_codes(router, size))
 

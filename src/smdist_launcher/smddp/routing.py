@@ -66,7 +66,10 @@ LAMPORT_ROUTES: dict[tuple[str, int], Route] = {
 # engines with staging pipelined in parts (fast_allgather.DEFAULT_CHUNKS) against NCCL in the same
 # run: 32 MiB 1.08x (one part; earlier runs 1.07-1.10x), 64 MiB 1.05-1.07x, 128 MiB 1.05x,
 # 256 MiB 1.03x, 512 MiB 1.01x, 1 GiB 0.98x; 16 MiB lost (0.83-0.93x, earlier run). So: the copy engines
-# from 32 MiB to just under 512 MiB, NCCL elsewhere.
+# from 32 MiB to just under 512 MiB, NCCL elsewhere. In the FSDP2 1.3B step (benchmarks/smddp_fsdp2_step.py,
+# 2026-11-27 21:53 UTC, both models in one process, rounds alternated; 49 AllGathers of 101/262 MB a step,
+# all on the copy engines) routed smddp took 0.998x NCCL's median step time, while the same model with its
+# AllGather forced to NCCL (identical paths) measured 1.05x: the step resolves +-5%, so no route change.
 GPU_ROUTES: dict[str, dict[tuple[str, int], Route]] = {
     "H100": {("all_gather", 2): [(32 * MiB - 1, "nccl"), (512 * MiB - 1, "ce"), (UNBOUNDED, "nccl")]},
 }

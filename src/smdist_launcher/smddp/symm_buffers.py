@@ -110,6 +110,11 @@ class GrowingPair:
     def get(self, nbytes: int) -> SymmBufferPair:
         if self.pair is None or self.pair.capacity < nbytes:
             capacity = max(self.minimum, 1 << (max(nbytes, 1) - 1).bit_length())
+            if self.pair is not None:
+                # Freeing unmaps this rank's buffers and its mappings of the peers' at once, not in
+                # stream order: the previous calls' copies and kernels that use them (queued, the host
+                # runs ahead) finish first. (A peer's mapping keeps this rank's memory alive for it.)
+                torch.cuda.synchronize(self.device)
             self.pair = None  # free the old buffers before taking the new ones
             self.pair = SymmBufferPair(self.group_name, self.device, capacity, self.world_size)
         return self.pair
