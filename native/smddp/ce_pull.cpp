@@ -67,6 +67,9 @@ static CUresult bind(CUcontext ctx) {
   return cur == ctx ? 0 : p_ctx_set(ctx);  // autograd threads may have no current context
 }
 
+// [start, start+len) inside [0, nbytes), written so that no size_t sum can wrap past the check.
+static int part_inside(size_t nbytes, size_t start, size_t len) { return start <= nbytes && len <= nbytes - start; }
+
 #define CHECK(x)            \
   do {                      \
     CUresult r_ = (x);      \
@@ -84,7 +87,7 @@ static CUresult bind(CUcontext ctx) {
 int smddp_ce_stage_part(CUcontext ctx, CUstream main, CUstream local, CUevent* events, CUdeviceptr out,
                         CUdeviceptr in, CUdeviceptr local_buf, size_t nbytes, size_t start, size_t len, int rank,
                         int first) {
-  if (start + len > nbytes) return SMDDP_ERR_ARGS;
+  if (!part_inside(nbytes, start, len)) return SMDDP_ERR_ARGS;
   CHECK(bind(ctx));
   if (first) {
     CHECK(p_record(events[0], main));
@@ -103,11 +106,13 @@ int smddp_ce_stage_part(CUcontext ctx, CUstream main, CUstream local, CUevent* e
 int smddp_ce_pull_part(CUcontext ctx, CUstream main, const CUstream* streams, CUevent* events, CUdeviceptr out,
                        const CUdeviceptr* peer_bufs, size_t nbytes, size_t start, size_t len, int rank, int world,
                        int splits, int serial) {
-  if (world < 2 || splits < 1 || rank < 0 || rank >= world || start + len > nbytes) return SMDDP_ERR_ARGS;
+  if (world < 2 || splits < 1 || rank < 0 || rank >= world || !part_inside(nbytes, start, len)) {
+    return SMDDP_ERR_ARGS;
+  }
   if (len == 0) return 0;
   CHECK(bind(ctx));
   CHECK(p_record(events[0], main));
-  size_t piece = (len + splits - 1) / splits;
+  size_t piece = len / splits + (len % splits != 0);  // rounded up without len + splits - 1 wrapping
   int s = 0;
   for (int step = 1; step < world; ++step) {
     int peer = (rank + step) % world;  // staggered so no peer serves everyone at once

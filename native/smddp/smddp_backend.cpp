@@ -121,7 +121,8 @@ class SmddpBackend : public c10d::Backend {
                const std::vector<std::tuple<int, int64_t, int>>& routes)
       : c10d::Backend(rank, size), nccl_(std::move(nccl)), helper_(std::make_shared<PyRef>(std::move(helper))) {
     for (const auto& [coll, limit, path] : routes) {
-      TORCH_CHECK(coll >= 0 && coll < kNumColl, "smddp: bad collective code ", coll);
+      check_coll(coll);
+      check_path(path);
       routes_[coll].emplace_back(limit, path);
     }
     auto& dispatcher = c10::Dispatcher::singleton();
@@ -132,11 +133,24 @@ class SmddpBackend : public c10d::Backend {
   const std::string getBackendName() const override { return "smddp"; }
 
   // ---- routing ----
+  // Codes come from Python (routing.py, or a caller of these bindings): checked, since they index arrays.
+  static void check_coll(int coll) { TORCH_CHECK(coll >= 0 && coll < kNumColl, "smddp: bad collective code ", coll); }
+  static void check_path(int path) { TORCH_CHECK(path >= 0 && path < kNumPath, "smddp: bad path code ", path); }
+
   void force(int coll, int path) {
-    TORCH_CHECK(coll >= 0 && coll < kNumColl, "smddp: bad collective code ", coll);
+    check_coll(coll);
+    check_path(path);
     forced_[coll] = path;
   }
-  void unforce(int coll) { forced_[coll].reset(); }
+  void unforce(int coll) {
+    check_coll(coll);
+    forced_[coll].reset();
+  }
+
+  int route_code(int coll, int64_t nbytes) const {
+    check_coll(coll);
+    return route(coll, nbytes);
+  }
 
   int route(int coll, int64_t nbytes) const {
     if (coll == kAllReduceAsync) {  // forcing all_reduce forces both; no async routes: the sync ones
@@ -607,7 +621,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            py::arg("rank"), py::arg("size"), py::arg("nccl"), py::arg("helper"), py::arg("routes"))
       .def("force", &smddp::SmddpBackend::force, py::arg("collective"), py::arg("path"))
       .def("unforce", &smddp::SmddpBackend::unforce, py::arg("collective"))
-      .def("route", &smddp::SmddpBackend::route, py::arg("collective"), py::arg("nbytes"))
+      .def("route", &smddp::SmddpBackend::route_code, py::arg("collective"), py::arg("nbytes"))
       .def("fast_calls", &smddp::SmddpBackend::fast_calls)
       .def("helper", &smddp::SmddpBackend::helper_object)
       .def("lamport_timeouts", &smddp::SmddpBackend::lamport_timeouts);

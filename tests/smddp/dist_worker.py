@@ -363,6 +363,16 @@ def _ce_edges(rank: int, ws: int, smddp_pg: dist.ProcessGroup, nccl_pg: dist.Pro
         gather(out, mine, f"in-place {dtype}")
         against_nccl(f"in-place all_gather {dtype} n={n}", out, x)
         checks += 1
+    # Every rank's input is the output's chunk 0: in place on rank 0, overlapping elsewhere. The path must
+    # not depend on that (rank 0 on the copy engines, its peers on NCCL hung): every rank pulls, the
+    # overlapping inputs copied aside first, and the result is the gather of the inputs.
+    n = (1 << 17) + 3
+    x = torch.randn(n, generator=gen, device="cuda")
+    out = torch.full((n * ws,), float("nan"), device="cuda")
+    out[:n].copy_(x)
+    gather(out, out[:n], "input at chunk 0 on every rank")
+    against_nccl(f"all_gather of chunk 0 on every rank n={n}", out, x)
+    checks += 1
     engine.chunks, engine.min_part = saved
     # CUDA-graph capture: warmed up eagerly, then captured: NCCL serves the captured call
     n = (1 << 20) + 3

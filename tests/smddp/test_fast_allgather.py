@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 from smdist_launcher.smddp.fast_allgather import (
+    MAX_SPLITS,
     MIN_PART,
     PART_ALIGN,
     CeOptions,
@@ -104,17 +106,72 @@ def test_a_huge_parts_setting_is_bounded_by_the_size(ce_env: pytest.MonkeyPatch)
         assert sum(n for _, n in parts) == nbytes
 
 
-def test_an_input_overlapping_the_output_is_eligible_only_as_its_own_chunk() -> None:
-    """FSDP2 gathers in place (the input is the output's rank chunk): eligible, and the own-chunk copy
-    is skipped. An input overlapping another chunk would be overwritten by a pull before it is
-    staged: NCCL serves it (undefined there too, but not made worse)."""
-    out = torch.empty(24)
-    assert CopyEngineAllGather.eligible(out, out[12:18], 4, rank=2)
-    assert not CopyEngineAllGather.eligible(out, out[12:18], 4, rank=1)
-    assert not CopyEngineAllGather.eligible(out, out[12:18], 4)  # rank unknown
-    assert not CopyEngineAllGather.eligible(out, out[3:9], 4, rank=0)  # straddles two chunks
-    assert CopyEngineAllGather.eligible(out, torch.empty(6), 4, rank=1)
-    both = torch.empty(30)
-    assert CopyEngineAllGather.eligible(both[:24], both[24:], 4, rank=0)  # adjacent, apart
-    assert CopyEngineAllGather.eligible(both[6:], both[:6], 4, rank=0)  # adjacent on the other side
-    assert not CopyEngineAllGather.eligible(both[6:], both[5:11], 4, rank=0)  # one element into chunk 0
+@pytest.mark.parametrize(("out_len", "in_slice"), [
+    (24, slice(12, 18)),  # chunk 2: in place on rank 2 only
+    (24, slice(3, 9)),  # straddles two chunks
+    (30, slice(24, 30)),  # adjacent to the output, apart
+    (30, slice(5, 11)),  # one element into chunk 0 of an output at offset 6
+])
+def test_eligibility_is_the_same_on_every_rank_wherever_the_input_sits(out_len: int, in_slice: slice) -> None:
+    """Where a tensor sits is rank-local: when every rank passes the output's chunk 2 as input, rank 2
+    is in place and the others overlap. Deciding the path on that sent rank 2 to the copy engines and
+    its peers to NCCL (a hang: each waits for the other's collective). The path is now the same on
+    every rank; an overlapping input is copied aside in the call instead."""
+    base = torch.empty(out_len)
+    out = base[:24] if out_len == 24 or in_slice.start >= 24 else base[6:30]
+    inp = base[in_slice]
+    assert CopyEngineAllGather.eligible(out, inp, 4)  # no rank, no address: one verdict for every rank
+    for rank in range(4):
+        private = CopyEngineAllGather.private_input(out, inp, rank)
+        assert torch.equal(private, inp)
+        own_chunk = inp.data_ptr() == out.data_ptr() + rank * inp.numel() * inp.element_size()
+        apart = in_slice.start >= 24
+        assert (private is inp) == (own_chunk or apart), rank
+
+
+def test_an_overlapping_input_is_copied_aside_and_an_in_place_one_is_not() -> None:
+    out = torch.arange(24.0)
+    assert CopyEngineAllGather.private_input(out, out[12:18], 2).data_ptr() == out[12:18].data_ptr()  # FSDP2
+    aside = CopyEngineAllGather.private_input(out, out[12:18], 1)
+    assert aside.data_ptr() != out[12:18].data_ptr() and torch.equal(aside, out[12:18])
+    other = torch.empty(6)
+    assert CopyEngineAllGather.private_input(out, other, 1) is other
+    assert CopyEngineAllGather.private_input(out, torch.empty(0), 0).numel() == 0
+
+
+@pytest.mark.parametrize("value", ["17", "1000000000000", "1_0", "+4", "\u0664", "99999999999999999999"])
+def test_splits_are_bounded_and_numbers_are_plain_digits(ce_env: pytest.MonkeyPatch, value: str) -> None:
+    """SMDDP_CE_SPLITS=10**12 made (world-1) x 10**12 side streams at the first call (and overflowed the
+    C int it is passed as); "1_0", "+4" and non-ASCII digits were read by int()."""
+    ce_env.setenv("SMDDP_CE_SPLITS", value)
+    with pytest.raises(ValueError, match=r"SMDDP_CE_SPLITS=.*expected a whole number"):
+        ce_options(2)
+    ce_env.delenv("SMDDP_CE_SPLITS")
+    if value not in ("17", "1000000000000"):
+        ce_env.setenv("SMDDP_CE_CHUNKS", value)
+        with pytest.raises(ValueError, match=r"SMDDP_CE_CHUNKS=.*expected a whole number"):
+            ce_options(2)
+
+
+def test_settings_with_surrounding_whitespace_are_read(ce_env: pytest.MonkeyPatch) -> None:
+    ce_env.setenv("SMDDP_CE_SPLITS", f" {MAX_SPLITS}\n")
+    ce_env.setenv("SMDDP_CE_CHUNKS", "\t2 ")
+    ce_env.setenv("SMDDP_CE_SERIAL", " 0 ")
+    assert ce_options(4) == CeOptions(serial=False, splits=MAX_SPLITS, kernel_stage=False, chunks=2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(nbytes=st.integers(0, 1 << 44), chunks=st.integers(-3, 1 << 20),
+       min_part=st.one_of(st.just(MIN_PART), st.integers(-1, 1 << 30)))
+def test_pipeline_parts_properties(nbytes: int, chunks: int, min_part: int) -> None:
+    """Every rank derives its barriers from these parts: they cover [0, nbytes) exactly once, in order,
+    start on PART_ALIGN, never exceed ``chunks`` (at least one), and depend on nothing else."""
+    parts = pipeline_parts(nbytes, chunks, min_part)
+    assert parts == pipeline_parts(nbytes, chunks, min_part)
+    if nbytes == 0:
+        assert parts == []
+        return
+    assert parts[0][0] == 0 and parts[-1][0] + parts[-1][1] == nbytes
+    assert all(a + n == b for (a, n), (b, _) in zip(parts, parts[1:], strict=False))
+    assert all(length > 0 and start % PART_ALIGN == 0 for start, length in parts)
+    assert 1 <= len(parts) <= max(1, min(chunks, nbytes // max(min_part, 1)))

@@ -116,6 +116,13 @@ def test_lamport_buffer_size_follows_the_routes(monkeypatch) -> None:
     monkeypatch.setenv("SMDDP_LAMPORT_BYTES", "4MB")
     with pytest.raises(ValueError, match="SMDDP_LAMPORT_BYTES='4MB'"):
         native_backend.lamport_region_bytes(router, 2)
+    # -1 silently turned the kernel off; 2**62 asked for a 2**64-byte buffer at the first call
+    for bad in ("-1", str(1 << 62), str(routing.LAMPORT_MAX_LIMIT + 1), "1_000"):
+        monkeypatch.setenv("SMDDP_LAMPORT_BYTES", bad)
+        with pytest.raises(ValueError, match=f"SMDDP_LAMPORT_BYTES='{bad}': expected a number of bytes from 0"):
+            native_backend.lamport_region_bytes(router, 2)
+    monkeypatch.setenv("SMDDP_LAMPORT_BYTES", str(routing.LAMPORT_MAX_LIMIT))
+    assert native_backend.lamport_region_bytes(router, 2) == routing.LAMPORT_MAX_LIMIT
 
 
 def test_async_allreduce_routes_reach_cpp_and_size_the_lamport_buffer(monkeypatch) -> None:

@@ -47,3 +47,57 @@ def test_bad_env_override_names_the_variable_and_the_fix(monkeypatch: pytest.Mon
     monkeypatch.setenv("SMDDP_ROUTES", raw)
     with pytest.raises(ValueError, match="SMDDP_ROUTES.*unset SMDDP_ROUTES"):
         Router()
+
+
+@pytest.mark.parametrize(("routes", "names"), [
+    ([["all_gather/2", 1]], "expected a JSON object"),  # a list, not an object (was an AttributeError)
+    ({"all_gatherr/2": [[1, "ce"]]}, "key 'all_gatherr/2'"),  # unknown collective (was ignored)
+    ({"all_gather/0": [[1, "ce"]]}, "key 'all_gather/0'"),
+    ({"all_gather/-2": [[1, "ce"]]}, "key 'all_gather/-2'"),
+    ({"all_gather/2": [[True, "ce"]]}, r"all_gather/2\[0\]: limit True"),  # was read as 1
+    ({"all_gather/2": [["5", "ce"]]}, r"all_gather/2\[0\]: limit '5'"),
+    ({"all_gather/2": [[1.7, "ce"]]}, r"all_gather/2\[0\]: limit 1.7"),  # was truncated to 1
+    ({"all_gather/2": [[-5, "ce"]]}, r"limit -5 is not a whole number of bytes from 0"),
+    ({"all_gather/2": [[1 << 70, "ce"]]}, "limit 1180591620717411303424"),  # C++ holds int64
+    ({"all_gather/2": [[100, "ce"], [50, "nccl"]]}, r"\[1\]: limit 50 is not above the previous 100"),  # was sorted
+    ({"all_gather/2": [[100, "ce"], [100, "nccl"]]}, r"\[1\]: limit 100 is not above"),
+    ({"all_gather/2": [[1, "one_shot"]]}, "path 'one_shot' is not one all_gather can take"),
+    ({"all_reduce/2": [[1, "ce"]]}, "path 'ce' is not one all_reduce can take"),
+    ({"all_reduce_async/2": [[1, "one_shot"]]}, "path 'one_shot' is not one all_reduce_async can take"),
+    ({"reduce_scatter/2": [[1, "two_shot"]]}, "path 'two_shot' is not one reduce_scatter can take"),
+    ({"all_reduce/2": [[1 << 62, "lamport"]]}, "Lamport kernel reserves"),  # a 2^64-byte buffer at the first call
+    ({"all_gather/2": [[1, "ce", 3]]}, r"all_gather/2\[0\]: expected a \[largest bytes, path\] pair"),
+    ({"all_gather/2": 5}, "all_gather/2: expected a list"),
+])
+def test_hostile_env_routes_are_refused_naming_the_key(monkeypatch: pytest.MonkeyPatch, routes: object,
+                                                       names: str) -> None:
+    """Every value the native backend or the router would misread (or crash on at the first call, or
+    silently never use) fails at init_process_group with the key, the value and what is allowed."""
+    monkeypatch.setenv("SMDDP_ROUTES", json.dumps(routes))
+    with pytest.raises(ValueError, match=f"SMDDP_ROUTES: .*{names}.*unset SMDDP_ROUTES"):
+        Router(native=True)
+
+
+def test_env_routes_every_collective_can_take_are_kept_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    routes = {"all_reduce_async/2": [[32 * MiB, "lamport"]], "all_reduce/4": [[0, "nccl"], [2 * MiB, "one_shot"],
+                                                                              [4 * MiB, "two_shot"]],
+              "all_gather/8": [[64 * MiB, "nccl"], [1 << 62, "ce"]], "reduce_scatter/2": []}
+    monkeypatch.setenv("SMDDP_ROUTES", json.dumps(routes))
+    table = Router(native=True).table
+    assert table[("all_reduce_async", 2)] == [(32 * MiB, "lamport")]
+    assert table[("all_reduce", 4)] == [(0, "nccl"), (2 * MiB, "one_shot"), (4 * MiB, "two_shot")]
+    assert table[("all_gather", 8)] == [(64 * MiB, "nccl"), (1 << 62, "ce")]
+    assert table[("reduce_scatter", 2)] == []
+
+
+@pytest.mark.parametrize(("collective", "path"), [("all_gather", "one_shot"), ("all_reduce", "ce"),
+                                                  ("all_gatherr", "ce"), ("reduce_scatter", "ce"),
+                                                  ("all_reduce_async", "two_shot")])
+def test_forcing_a_path_the_collective_cannot_take_is_refused(collective: str, path: str) -> None:
+    """Was accepted and silently never ran (the call went to NCCL while the caller measured "smddp:<path>")."""
+    from smdist_launcher.smddp.native_backend import force_native_path
+
+    with pytest.raises(ValueError, match="smddp force path: .*is not one of"):
+        Router(table={}).force(collective, path)
+    with pytest.raises(ValueError, match="smddp force path: .*is not one of"):
+        force_native_path(None, collective, path)  # checked before the backend is touched

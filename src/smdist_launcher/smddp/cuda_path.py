@@ -16,8 +16,9 @@ import torch
 import torch.distributed as dist
 
 from .fast_allgather import ce_options
+from .fast_setup import check_same_routes
 from .reduce_ops import op_name
-from .routing import Router
+from .routing import Router, route_plan
 from .works import completed_work
 
 if TYPE_CHECKING:
@@ -44,7 +45,9 @@ class CudaPath:
         nccl = dist.ProcessGroupNCCL(dist.PrefixStore("smddp/nccl/", store), rank, size, options)
         self.nccl = cast("C10dBackend", nccl)
         self.router = Router()
-        ce_options(size)  # a bad SMDDP_CE_* setting fails here, at init_process_group, not at the first call
+        check_same_routes(store, rank, size, route_plan(self.router, size, "python"))
+        # Read once: a bad SMDDP_CE_* setting fails here, at init_process_group, not at the first call.
+        self.ce_options = ce_options(size)
         self._fast_state: str | None = None  # None = not decided, "on", or the reason it is off
         self.allgather_ce: Any = None
         self.allreduce_symm: Any = None
@@ -60,7 +63,8 @@ class CudaPath:
     def _set_up_fast_paths(self, device: torch.device) -> str:
         from .fast_setup import set_up_fast_paths
 
-        paths = set_up_fast_paths(self.store, self.rank, self.size, self.timeout, device, self._group_name())
+        paths = set_up_fast_paths(self.store, self.rank, self.size, self.timeout, device, self._group_name(),
+                                  self.ce_options)
         if isinstance(paths, str):
             return paths
         try:
@@ -88,7 +92,7 @@ class CudaPath:
 
         nbytes = output.numel() * output.element_size()
         if self.router.choose("all_gather", self.size, nbytes) == "ce" and CopyEngineAllGather.eligible(
-            output, input, self.size, self.rank
+            output, input, self.size
         ):
             if not CopyEngineAllGather.capturing() and self._fast_ready(output.device):
                 self.allgather_ce(output, input)

@@ -47,14 +47,16 @@ def default_chunks(world_size: int) -> int:
     return _whole_number("SMDDP_CE_CHUNKS", raw, "parts >= 1 (1 = no pipelining), e.g. 4")
 
 
-def _whole_number(key: str, raw: str, what: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:  # also a number too long to convert
-        value = 0
-    if value < 1:
-        raise ValueError(f"{key}={raw!r}: expected a whole number of {what}")
+def _whole_number(key: str, raw: str, what: str, most: int | None = None) -> int:
+    # Plain ASCII digits only: int() also takes "1_0", "+4" and other scripts' digits.
+    value = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else 0
+    if value < 1 or (most is not None and value > most):
+        bound = f" (at most {most})" if most is not None else ""
+        raise ValueError(f"{key}={raw!r}: expected a whole number of {what}{bound}")
     return value
+
+
+MAX_SPLITS = 16  # pieces per peer: each is a side stream and a copy per call (SMDDP_CE_SPLITS)
 
 
 # Group size -> parts (of at least MIN_PART per rank). 2x H100, 2026-11-27 (docs/benchmarks.md,
@@ -83,7 +85,8 @@ def ce_options(world_size: int) -> CeOptions:
         # NCCL's speed; pulling them concurrently ran ~1.6x slower (contention).
         serial=_flag("SMDDP_CE_SERIAL", world_size > 2),
         # One copy per peer: a single copy-engine copy already fills a GPU's NVLink ingress.
-        splits=_whole_number("SMDDP_CE_SPLITS", raw_splits, "pieces per peer >= 1, e.g. 1") if raw_splits else 1,
+        splits=_whole_number("SMDDP_CE_SPLITS", raw_splits, "pieces per peer >= 1, e.g. 1", MAX_SPLITS)
+        if raw_splits else 1,
         kernel_stage=_flag("SMDDP_CE_KERNEL_STAGE", False),
         chunks=default_chunks(world_size),
     )
@@ -145,22 +148,28 @@ class CopyEngineAllGather:
         self._native = {"ctx": ctx, "events": events, "streams": streams, "local": self.streams[-1].cuda_stream}
 
     @staticmethod
-    def eligible(output: torch.Tensor, input: torch.Tensor, world_size: int, rank: int | None = None) -> bool:
-        """Contiguous, same dtype and device, output = world_size x input, and the input either apart
-        from the output or exactly this rank's chunk of it (FSDP2's in-place gather): pulls into a
-        chunk the input overlaps would overwrite it before it is staged (NCCL leaves that undefined)."""
-        if not (
+    def eligible(output: torch.Tensor, input: torch.Tensor, world_size: int) -> bool:
+        """Contiguous, same dtype and device, output = world_size x input. Only what every rank shares
+        decides: a rank sending a call to NCCL while its peers pull would leave them waiting at the
+        barrier (and the first call's set-up is collective). Where the input sits is rank-local, so
+        an input overlapping the output is handled in the call (:meth:`private_input`), not here."""
+        return (
             output.is_contiguous()
             and input.is_contiguous()
             and output.dtype == input.dtype
             and output.device == input.device
             and output.numel() == input.numel() * world_size
-        ):
-            return False
-        nbytes = input.numel() * input.element_size()
+        )
+
+    @staticmethod
+    def private_input(output: torch.Tensor, input: torch.Tensor, rank: int) -> torch.Tensor:
+        """``input``, or a copy of it when it overlaps the output other than as exactly this rank's
+        chunk (FSDP2's in-place gather, which needs no copy): pulls into the chunk it overlaps would
+        overwrite it before it is staged (NCCL leaves that undefined; here the result is the gather)."""
+        nbytes, out_bytes = input.numel() * input.element_size(), output.numel() * output.element_size()
         out_start, in_start = output.data_ptr(), input.data_ptr()
-        apart = in_start + nbytes <= out_start or out_start + nbytes * world_size <= in_start or nbytes == 0
-        return apart or (rank is not None and in_start == out_start + rank * nbytes)
+        apart = nbytes == 0 or in_start + nbytes <= out_start or out_start + out_bytes <= in_start
+        return input if apart or in_start == out_start + rank * nbytes else input.clone()
 
     @staticmethod
     def capturing() -> bool:
@@ -180,6 +189,7 @@ class CopyEngineAllGather:
         nbytes = input.numel() * input.element_size()
         if nbytes == 0:
             return
+        input = self.private_input(output, input, self.rank)
         pair = self.buffers.get(nbytes)
         turn, buf, handle, peers = pair.next()
         main = torch.cuda.current_stream(self.device)

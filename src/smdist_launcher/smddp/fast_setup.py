@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 if TYPE_CHECKING:
-    from .fast_allgather import CopyEngineAllGather
+    from .fast_allgather import CeOptions, CopyEngineAllGather
 
 
 @dataclass
@@ -28,8 +28,11 @@ class FastPaths:
 
 def set_up_fast_paths(
     store: dist.Store, rank: int, size: int, timeout: timedelta, device: torch.device, group_name: str,
+    options: CeOptions | None = None,
 ) -> FastPaths | str:
-    """The group's fast paths, or why they are off (every rank decides alike)."""
+    """The group's fast paths, or why they are off (every rank decides alike). ``options``: the
+    SMDDP_CE_* settings as read and checked at init_process_group (read now when not given), so a
+    setting changed in between cannot fail this collective set-up on one rank only."""
     if os.environ.get("SMDDP_DISABLE_FAST_PATHS", "0") == "1":
         return "SMDDP_DISABLE_FAST_PATHS=1"
     if size < 2:
@@ -39,7 +42,7 @@ def set_up_fast_paths(
     from .fast_allgather import CopyEngineAllGather, ce_options
     from .topology import exchange_locations, single_nvlink_island
 
-    options = ce_options(size)
+    options = options or ce_options(size)
     ok, why = single_nvlink_island(exchange_locations(store, rank, size, device.index or 0))
     if not ok:
         return why
@@ -49,6 +52,8 @@ def set_up_fast_paths(
         symm_name = register_group(group_name, store, rank, size, timeout)
         allgather = CopyEngineAllGather(symm_name, device, rank, size, options)
     except (ImportError, AttributeError, RuntimeError) as exc:  # torch without symmetric memory
+        # The peers wait for this rank's plan below: answer "off", so they turn the path off too.
+        disagreement(store, rank, size, "ce-plan", "off")
         return f"symmetric memory unavailable ({exc})"
     differ = disagreement(store, rank, size, "ce-plan", allgather.barrier_plan())
     return differ or FastPaths(symm_name, allgather)
@@ -63,3 +68,20 @@ def disagreement(store: dist.Store, rank: int, size: int, what: str, value: str)
         return None
     return (f"the ranks' copy-engine settings differ ({', '.join(f'rank {r}: {v}' for r, v in enumerate(values))}): "
             "set SMDDP_CE_CHUNKS / SMDDP_CE_KERNEL_STAGE / SMDDP_NATIVE alike on every rank")
+
+
+def check_same_routes(store: dist.Store, rank: int, size: int, plan: str) -> None:
+    """At group creation: a rank whose routing plan (routing.route_plan) differs from rank 0's would
+    send some call down another path than its peers (a copy-engine pull or kernel on one rank, NCCL on
+    another): both wait for each other for ever. Such a rank raises here instead, naming both plans
+    (its exit ends the job). A per-rank environment (SMDDP_ROUTES, SMDDP_NATIVE_BACKEND, SMDDP_LAMPORT*,
+    SMDDP_DISABLE_FAST_PATHS) or a native build that failed on one host is what makes them differ."""
+    store.set(f"smddp/route-plan/{rank}", plan)
+    if rank == 0:
+        return
+    reference = store.get("smddp/route-plan/0").decode()
+    if reference != plan:
+        raise ValueError(f"smddp: rank {rank} would route collectives unlike rank 0 (a hang at the first call "
+                         f"they route apart): rank 0 {reference}, rank {rank} {plan}. Set SMDDP_ROUTES, "
+                         "SMDDP_NATIVE_BACKEND, SMDDP_LAMPORT, SMDDP_LAMPORT_BYTES and SMDDP_DISABLE_FAST_PATHS alike "
+                         "on every rank (or see why the native backend did not build on this one)")

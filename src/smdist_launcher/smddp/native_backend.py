@@ -24,9 +24,10 @@ import torch
 import torch.distributed as dist
 
 from .cpu_path import GlooPath
-from .fast_allgather import ce_options
+from .fast_allgather import CeOptions, ce_options
+from .fast_setup import check_same_routes
 from .native import _cache_dir, enabled_source, native_source
-from .routing import Router, native_route_codes
+from .routing import LAMPORT_MAX_LIMIT, Router, native_route_codes, route_plan
 
 log = logging.getLogger("smdist_launcher.smddp")
 
@@ -93,8 +94,12 @@ class NativeHelper:
     """What the C++ backend calls Python for, off the per-call path: the CPU (gloo) path, the
     one-time collective set-up of the symmetric buffers, the copy-engine AllGather, barrier."""
 
-    def __init__(self, store: dist.Store, rank: int, size: int, timeout: timedelta, lamport_bytes: int = 0) -> None:
+    def __init__(
+        self, store: dist.Store, rank: int, size: int, timeout: timedelta, lamport_bytes: int = 0,
+        options: CeOptions | None = None,
+    ) -> None:
         self.store, self.rank, self.size, self.timeout = store, rank, size, timeout
+        self.ce_options = options or ce_options(size)  # read once, at init_process_group
         self.lamport_bytes = lamport_bytes  # largest Lamport AllReduce (0: none)
         self._lamport: tuple[Any, ...] | None = None
         self.cpu = GlooPath(store, rank, size, timeout)
@@ -114,7 +119,7 @@ class NativeHelper:
     def _set_up(self, device: torch.device, group_uid: str) -> str:
         from .fast_setup import set_up_fast_paths
 
-        paths = set_up_fast_paths(self.store, self.rank, self.size, self.timeout, device, group_uid)
+        paths = set_up_fast_paths(self.store, self.rank, self.size, self.timeout, device, group_uid, self.ce_options)
         if isinstance(paths, str):
             return paths
         try:
@@ -159,7 +164,7 @@ class NativeHelper:
         """Run the copy-engine AllGather; False: NCCL serves the call (the same on every rank)."""
         from .fast_allgather import CopyEngineAllGather
 
-        if not CopyEngineAllGather.eligible(output, input, self.size, self.rank) or CopyEngineAllGather.capturing():
+        if not CopyEngineAllGather.eligible(output, input, self.size) or CopyEngineAllGather.capturing():
             return False  # (capture: before the set-up, which then waits for the first eager call)
         if not self._ready(output.device, group_uid):
             return False
@@ -175,13 +180,17 @@ class NativeHelper:
 
 def create(module: ModuleType, store: dist.Store, rank: int, size: int, timeout: timedelta) -> Any:
     """A native SmddpBackend for one group (the registered creator calls this on CUDA machines)."""
+    # Settings first (SMDDP_ROUTES, SMDDP_LAMPORT_*, SMDDP_CE_*): a bad one fails here, at init_process_group,
+    # before anything is built, not at the first call. The CE settings are read once for the group's lifetime.
+    router = Router(native=True, gpu=torch.cuda.get_device_name(), lamport=bool(getattr(module, "LAMPORT", False)))
+    lamport_timeout_s(timeout)
+    ce = ce_options(size)
+    region = lamport_region_bytes(router, size)
+    check_same_routes(store, rank, size, route_plan(router, size, "native", region))
     options = dist.ProcessGroupNCCL.Options()
     options._timeout = timeout
     nccl = dist.ProcessGroupNCCL(dist.PrefixStore("smddp/nccl/", store), rank, size, options)
-    router = Router(native=True, gpu=torch.cuda.get_device_name(), lamport=bool(getattr(module, "LAMPORT", False)))
-    lamport_timeout_s(timeout)  # a bad setting fails here, at init_process_group, not at the first call
-    ce_options(size)  # likewise the SMDDP_CE_* settings
-    helper = NativeHelper(store, rank, size, timeout, lamport_region_bytes(router, size))
+    helper = NativeHelper(store, rank, size, timeout, region, ce)
     return module.SmddpBackend(rank, size, nccl, helper, native_route_codes(router, size))
 
 
@@ -194,10 +203,11 @@ def lamport_region_bytes(router: Router, group_size: int) -> int:
     rounded up to 16. The buffer is 2 x group_size x this."""
     env = os.environ.get("SMDDP_LAMPORT_BYTES", "").strip()
     if env:
-        try:
-            wanted = int(env)
-        except ValueError:
-            raise ValueError(f"SMDDP_LAMPORT_BYTES={env!r}: expected a number of bytes, e.g. 4194304") from None
+        # Whole bytes up to the routes' own bound: a larger region is reserved 2 x ranks times per GPU.
+        wanted = int(env) if env.isascii() and env.isdigit() and len(env) <= 18 else -1
+        if not 0 <= wanted <= LAMPORT_MAX_LIMIT:
+            raise ValueError(f"SMDDP_LAMPORT_BYTES={env!r}: expected a number of bytes from 0 to {LAMPORT_MAX_LIMIT}, "
+                             "e.g. 4194304")
     else:
         wanted = max((limit for coll in ("all_reduce", "all_reduce_async")
                       for limit, path in router.table.get((coll, group_size), ()) if path == "lamport"), default=0)
@@ -237,13 +247,12 @@ def native_backend_of(group: Any) -> Any:
 
 
 def force_native_path(backend: Any, collective: str, path: str | None) -> None:
-    from .routing import NATIVE_COLL_CODES, NATIVE_PATH_CODES
+    from .routing import NATIVE_COLL_CODES, NATIVE_PATH_CODES, check_forced
 
     if collective not in NATIVE_COLL_CODES:
         raise ValueError(f"smddp force path: collective {collective!r} is not one of {tuple(NATIVE_COLL_CODES)}")
     if path is None:
         backend.unforce(NATIVE_COLL_CODES[collective])
-    elif path not in NATIVE_PATH_CODES:
-        raise ValueError(f"smddp force path: {path!r} is not one of {tuple(NATIVE_PATH_CODES)}")
     else:
+        check_forced(collective, path)
         backend.force(NATIVE_COLL_CODES[collective], NATIVE_PATH_CODES[path])

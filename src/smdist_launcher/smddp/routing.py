@@ -79,27 +79,68 @@ NATIVE_COLL_CODES = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2, "all
 NATIVE_PATH_CODES = {"nccl": 0, "ce": 1, "one_shot": 2, "two_shot": 3, "lamport": 4}
 
 
+# What each collective can run on (a path listed elsewhere would silently never run there).
+# all_reduce_async: the native backend runs asynchronous AllReduce only on NCCL or the Lamport kernel.
+COLLECTIVE_PATHS: dict[str, tuple[str, ...]] = {
+    "all_gather": ("nccl", "ce"),
+    "all_reduce": ("nccl", "one_shot", "two_shot", "lamport"),
+    "all_reduce_async": ("nccl", "lamport"),
+    "reduce_scatter": ("nccl",),
+}
+# The largest limit: the C++ backend holds limits as int64; UNBOUNDED already covers every tensor.
+MAX_LIMIT = UNBOUNDED
+# The Lamport kernel reserves 2 x ranks x its largest routed size per GPU (native_backend.lamport_region_bytes):
+# a route may not send it more than this, or the first call would try to allocate that much.
+LAMPORT_MAX_LIMIT = 1 * GiB
+_EXAMPLE = '{"all_gather/4": [[8388608, "nccl"], [4611686018427387904, "ce"]]}'
+
+
 def _load_overrides() -> dict[tuple[str, int], Route]:
     raw = os.environ.get("SMDDP_ROUTES", "").strip()
     if not raw:
         return {}
     try:
-        data = json.loads(raw)
-        table: dict[tuple[str, int], Route] = {}
-        for key, entries in data.items():
-            coll, _, size = key.partition("/")
-            route = [(int(limit), str(path)) for limit, path in entries]
-            for _, path in route:
-                if path not in PATHS:
-                    raise ValueError(f"path {path!r} is not one of {PATHS}")
-            table[(coll, int(size))] = sorted(route)
-        return table
-    except (ValueError, TypeError) as exc:
+        return parse_routes(json.loads(raw))
+    except ValueError as exc:  # json.JSONDecodeError is a ValueError too
         raise ValueError(
-            f"SMDDP_ROUTES: {exc}. Expected JSON like "
-            '{"all_gather/4": [[8388608, "nccl"], [4611686018427387904, "ce"]]}; '
+            f"SMDDP_ROUTES: {exc}. Expected JSON like {_EXAMPLE} (limits ascending); "
             "unset SMDDP_ROUTES to use the measured defaults."
         ) from exc
+
+
+def parse_routes(data: object) -> dict[tuple[str, int], Route]:
+    """SMDDP_ROUTES' decoded JSON as a route table; ValueError naming the key and what is allowed.
+    Limits must be whole numbers in strictly ascending order (first match wins: a sorted copy of an
+    unsorted list would mean something else than it reads), each path one its collective can take."""
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object of \"<collective>/<group size>\" keys, got {type(data).__name__}")
+    table: dict[tuple[str, int], Route] = {}
+    for key, entries in data.items():
+        coll, slash, size = key.partition("/")
+        if coll not in COLLECTIVE_PATHS or not slash or not (size.isascii() and size.isdigit()) or int(size) < 1:
+            raise ValueError(f"key {key!r}: expected \"<collective>/<group size>\" with a collective among "
+                             f"{tuple(COLLECTIVE_PATHS)} and a group size >= 1, e.g. \"all_gather/4\"")
+        if not isinstance(entries, list):
+            raise ValueError(f"{key}: expected a list of [largest bytes, path] pairs, got {entries!r}")
+        route: Route = []
+        for i, entry in enumerate(entries):
+            where = f"{key}[{i}]"
+            if not (isinstance(entry, list) and len(entry) == 2):
+                raise ValueError(f"{where}: expected a [largest bytes, path] pair, got {entry!r}")
+            limit, path = entry
+            if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
+                raise ValueError(f"{where}: limit {limit!r} is not a whole number of bytes from 0 to {MAX_LIMIT}")
+            if path not in COLLECTIVE_PATHS[coll]:
+                raise ValueError(f"{where}: path {path!r} is not one {coll} can take {COLLECTIVE_PATHS[coll]}")
+            if path == "lamport" and limit > LAMPORT_MAX_LIMIT:
+                raise ValueError(f"{where}: the Lamport kernel reserves its largest size per peer; {limit} is above "
+                                 f"{LAMPORT_MAX_LIMIT} (route larger sizes to nccl)")
+            if route and limit <= route[-1][0]:
+                raise ValueError(f"{where}: limit {limit} is not above the previous {route[-1][0]} "
+                                 "(limits ascend: first match wins)")
+            route.append((limit, path))
+        table[(coll, int(size))] = route
+    return table
 
 
 class Router:
@@ -130,9 +171,16 @@ class Router:
         if path is None:
             self.forced.pop(collective, None)
             return
-        if path not in PATHS:
-            raise ValueError(f"smddp force path: {path!r} is not one of {PATHS}")
+        check_forced(collective, path)
         self.forced[collective] = path
+
+
+def check_forced(collective: str, path: str) -> None:
+    """A forced path must be one the collective can take: any other would silently never run."""
+    if collective not in COLLECTIVE_PATHS:
+        raise ValueError(f"smddp force path: collective {collective!r} is not one of {tuple(COLLECTIVE_PATHS)}")
+    if path not in COLLECTIVE_PATHS[collective]:
+        raise ValueError(f"smddp force path: {path!r} is not one of {COLLECTIVE_PATHS[collective]} ({collective})")
 
 
 def native_route_codes(router: Router, group_size: int) -> list[tuple[int, int, int]]:
@@ -143,3 +191,12 @@ def native_route_codes(router: Router, group_size: int) -> list[tuple[int, int, 
         if size == group_size and coll in NATIVE_COLL_CODES
         for limit, path in route
     ]
+
+
+def route_plan(router: Router, group_size: int, flavour: str, lamport_bytes: int = 0) -> str:
+    """Everything that sends a call of this group down one path or another, as text the ranks compare
+    at init (fast_setup.check_same_routes): the group flavour, its routes for this group size (which
+    follow SMDDP_ROUTES, the GPU model and the build), the Lamport region and SMDDP_DISABLE_FAST_PATHS."""
+    routes = sorted((coll, route) for (coll, size), route in router.table.items() if size == group_size)
+    fast = "off" if os.environ.get("SMDDP_DISABLE_FAST_PATHS", "0") == "1" else "on"
+    return json.dumps({"group": flavour, "fast_paths": fast, "lamport_bytes": lamport_bytes, "routes": routes})
