@@ -109,6 +109,9 @@ def shard_model(model: nn.Module, blocks: list[str] | None = None, mp_policy: Mi
     (``tensor_parallel.unit_dp``; TPOptions.unit_dp_without_fsdp, unless FSDP2 keywords are passed).
     """
     _require_init()
+    if hasattr(model, unit_dp.ATTR):  # FSDP2's fully_shard refuses a second call too; this one doubled every cast
+        raise RuntimeError("smp: shard_model was already applied to this model (tensor parallelism over every "
+                           "rank: mixed precision without FSDP2); call it once per model")
     names = block_names(model) if blocks is None else blocks
     policy = mp_policy or MixedPrecisionPolicy()
     if _unit_dp_applies(model, kwargs):

@@ -7,26 +7,33 @@ backward) ran on the host each block, and the TP step is bound by its host. ``in
 ``tsm.shard_model`` the same result without them: the parameters stay the TP DTensors (the optimizer, DCP
 checkpoints and ``clip_grad_norm_`` see them as under FSDP2); each block's forward pre-hook puts a cast
 (``param_dtype``) of each parameter's local tensor where its module reads it, so autograd accumulates the
-gradient in the parameter's own dtype on the local tensor, which a post-accumulate hook exposes as the
-parameter's DTensor ``.grad`` (the same storage: ``zero_grad``, clipping and the optimizer act on it).
-The model's class gains FSDP2's gradient-sync switches as no-ops (scripts call them for accumulation).
+gradient in the parameter's own dtype on the local tensor, which a post-accumulate hook moves to the
+parameter's DTensor ``.grad`` (wrapped, or added to the one there: ``zero_grad`` may come between a forward and
+its backward, as FSDP2 allows). Each module casts its floating inputs (``cast_forward_inputs``) as every FSDP2
+unit does; the root alone casts its output (``output_dtype``). The model's class gains FSDP2's gradient-sync
+switches as no-ops (scripts call them for accumulation): micro-batches accumulate in the parameters' dtype,
+where FSDP2 without a ``reduce_dtype`` accumulates unsynced ones in ``param_dtype``.
 """
 from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import Any
 
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import MixedPrecisionPolicy
 from torch.distributed.tensor import DTensor, Replicate
+from torch.distributed.utils import _apply_to_tensors
 
 from . import lean_saves, local_modules
 from .local_modules import _restore, _swap_tensor
 
 ATTR = "_smp_unit_dp"
+# on a local tensor: (its parameter, weakly: where its gradient goes; id of the tensor that has the hook), the id
+# telling a deep copy (which copies the attribute, not the hook) from the tensor itself
+_EXPOSES = "_smp_unit_dp_param"
 
 
 def _wrap_grad(grad: torch.Tensor, param: DTensor) -> DTensor:
@@ -37,16 +44,25 @@ def _wrap_grad(grad: torch.Tensor, param: DTensor) -> DTensor:
                               stride=param.stride())
 
 
-def _exposer(ref: weakref.ref[DTensor]) -> Any:
-    """The local tensor's post-accumulate hook: its gradient as the parameter's DTensor ``.grad``. The parameter
-    is held weakly: the hook lives in the local tensor's C++ autograd meta, where a strong reference to the
+def _expose(t: torch.Tensor) -> None:
+    """The local tensor's post-accumulate hook: its gradient moved to the parameter's DTensor ``.grad`` (wrapped,
+    or added to the one there). Not left on the local tensor: a ``zero_grad`` between a forward and its backward
+    drops only the parameter's ``.grad``, and autograd would add the new gradient to the stale one. The parameter
+    is held weakly, on the local tensor: the hook lives in its C++ autograd meta, where a strong reference to the
     parameter (which holds the local tensor) is a cycle Python's collector cannot see (every model leaked)."""
-    def expose(t: torch.Tensor) -> None:
-        param, g = ref(), t.grad
-        if param is not None and g is not None and (
-                param.grad is None or cast(DTensor, param.grad)._local_tensor is not g):
-            param.grad = _wrap_grad(g, param)
-    return expose
+    g = t.grad
+    if g is None:
+        return
+    t.grad = None
+    mark: tuple[weakref.ref[DTensor], int] | None = getattr(t, _EXPOSES, None)
+    param = None if mark is None else mark[0]()
+    if param is None:
+        return
+    have = param.grad
+    if have is None:
+        param.grad = _wrap_grad(g, param)
+    else:  # accumulation (micro-batches, or zero_grad(set_to_none=False)): as autograd's in-place sum
+        (have._local_tensor if isinstance(have, DTensor) else have).add_(g)
 
 
 class UnitDPPrecision:
@@ -54,20 +70,22 @@ class UnitDPPrecision:
 
     def __init__(self, policy: MixedPrecisionPolicy) -> None:
         self.param_dtype = policy.param_dtype
-        self._leaves: dict[int, torch.Tensor] = {}  # id(param) -> its local tensor made a leaf that takes grads
 
-    def _leaf(self, p: torch.Tensor) -> torch.Tensor:
+    @staticmethod
+    def _leaf(p: torch.Tensor) -> torch.Tensor:
         if not isinstance(p, DTensor):
             return p
         local = p._local_tensor
-        if self._leaves.get(id(p)) is not local:  # first use, or a new local tensor (materialize, load)
-            if p.requires_grad and not local.requires_grad:
-                local.requires_grad_(True)
-
-                local.register_post_accumulate_grad_hook(_exposer(weakref.ref(p)))
-            self._leaves[id(p)] = local
-        if p.grad is None and local.grad is not None:
-            local.grad = None  # zero_grad(set_to_none=True) dropped the parameter's view of it
+        if local.requires_grad != p.requires_grad:  # first use, or (un)frozen since the last forward
+            local.requires_grad_(p.requires_grad)
+        if p.requires_grad:
+            mark: tuple[weakref.ref[DTensor], int] | None = getattr(local, _EXPOSES, None)
+            if mark is None or mark[1] != id(local):
+                # first use, a new local tensor (materialize, load), a deep copy: one hook per tensor
+                local.register_post_accumulate_grad_hook(_expose)
+                mark = None
+            if mark is None or mark[0]() is not p:
+                setattr(local, _EXPOSES, (weakref.ref(p), id(local)))
         return local
 
     def cast(self, p: torch.Tensor) -> torch.Tensor:
@@ -84,22 +102,27 @@ class UnitDPPrecision:
 class _Scope:
     """Swaps casts in for the parameters of ``owned`` (module, name) pairs around one module's forward."""
 
-    def __init__(self, precision: UnitDPPrecision, owned: list[tuple[nn.Module, str]],
-                 policy: MixedPrecisionPolicy | None = None) -> None:
-        """``policy``: the root's, whose input/output casts FSDP2 applies at the root module."""
+    def __init__(self, precision: UnitDPPrecision, owned: list[tuple[nn.Module, str]], policy: MixedPrecisionPolicy,
+                 root: bool = False) -> None:
+        """Every module casts its inputs (FSDP2's ``cast_forward_inputs`` on each unit: a root may compute in
+        float32 between blocks, e.g. adding a float32 buffer); the ``root`` casts its output (``output_dtype``)."""
         self.precision, self.owned = precision, owned
-        self.input_dtype = policy.param_dtype if policy is not None and policy.cast_forward_inputs else None
-        self.output_dtype = policy.output_dtype if policy is not None else None
+        self.input_dtype = policy.param_dtype if policy.cast_forward_inputs else None
+        self.output_dtype = policy.output_dtype if root else None
         self.saved: list[list[tuple[nn.Module, str, tuple[str, Any]]]] = []
 
     def pre(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         swaps = []
+        casts: dict[int, torch.Tensor] = {}  # one cast per parameter: a tied one's gradients summed as FSDP2's
         for m, n in self.owned:
             p = m._parameters.get(n)
             if p is not None:
-                swaps.append((m, n, _swap_tensor(m, n, self.precision.cast(p))))
+                c = casts.get(id(p))
+                if c is None:
+                    c = casts[id(p)] = self.precision.cast(p)
+                swaps.append((m, n, _swap_tensor(m, n, c)))
         self.saved.append(swaps)
-        if self.input_dtype is not None:  # FSDP2's cast_forward_inputs (top-level floating tensors)
+        if self.input_dtype is not None:  # FSDP2's cast_forward_inputs
             return _cast_floats(args, self.input_dtype), _cast_floats(kwargs, self.input_dtype)
         return None
 
@@ -113,14 +136,10 @@ class _Scope:
 
 
 def _cast_floats(value: Any, dtype: torch.dtype) -> Any:
-    """Floating tensors cast, in a tensor, a tuple/list or a dict (one level: model inputs and outputs)."""
-    def one(x: Any) -> Any:
-        return x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-    if isinstance(value, dict):
-        return type(value)((k, one(v)) for k, v in value.items()) if type(value) is dict else value
-    if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
-        return type(value)(one(v) for v in value)
-    return one(value)
+    """Floating tensors cast, in any container FSDP2's casts walk (its own ``_apply_to_tensors``)."""
+    def one(x: torch.Tensor) -> torch.Tensor:
+        return x.to(dtype) if x.is_floating_point() and x.dtype != dtype else x
+    return _apply_to_tensors(one, value)
 
 
 class UnitDPModule:
@@ -184,11 +203,11 @@ def install(model: nn.Module, blocks: list[str], policy: MixedPrecisionPolicy, m
     precision = UnitDPPrecision(policy)
     mods = [model.get_submodule(b) for b in blocks]
     for block in mods:
-        scope = _Scope(precision, _owned(block, ()))
+        scope = _Scope(precision, _owned(block, ()), policy)
         # first among the block's pre-hooks (before BlockTP's: it then sees plain local tensors), restored last
         block.register_forward_pre_hook(scope.pre, with_kwargs=True, prepend=True)
         block.register_forward_hook(scope.post, with_kwargs=True, always_call=True)
-    root = _Scope(precision, _owned(model, mods), policy)
+    root = _Scope(precision, _owned(model, mods), policy, root=True)
     model.register_forward_pre_hook(root.pre, with_kwargs=True, prepend=True)
     model.register_forward_hook(root.post, with_kwargs=True, always_call=True)
     cls = type(model)
