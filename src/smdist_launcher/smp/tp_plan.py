@@ -141,10 +141,7 @@ def check_head_split(model: nn.Module, plan: TPPlan, tp: int) -> None:
     problems = []
     for path in plan.attention_modules:
         mod = model.get_submodule(path)
-        for attr in HEAD_COUNT_ATTRS:
-            value = getattr(mod, attr, None)
-            if isinstance(value, int) and not isinstance(value, bool) and value % tp:
-                problems.append(f"{path}.{attr} = {value}")
+        problems += [f"{path}.{attr} = {value}" for attr, value in _head_counts(mod) if value % tp]
         head_dim = getattr(mod, "head_dim", None)
         if not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim <= 0:
             continue
@@ -160,12 +157,15 @@ def check_head_split(model: nn.Module, plan: TPPlan, tp: int) -> None:
 
 
 def divide_head_counts(model: nn.Module, attention_modules: list[str], tp: int) -> None:
-    """Attention code that reshapes with its head count must see the local (per-rank) count."""
+    """Attention code that reshapes with its head count must see the local (per-rank) count (check_head_split has
+    refused a degree that does not divide them)."""
     for path in attention_modules:
         mod = model.get_submodule(path)
-        for attr in HEAD_COUNT_ATTRS:
-            value = getattr(mod, attr, None)
-            if isinstance(value, int) and not isinstance(value, bool):
-                if value % tp:
-                    raise ValueError(f"smp: {path}.{attr} = {value} is not divisible by tensor_parallel_degree {tp}")
-                setattr(mod, attr, value // tp)
+        for attr, value in _head_counts(mod):
+            setattr(mod, attr, value // tp)
+
+
+def _head_counts(mod: nn.Module) -> list[tuple[str, int]]:
+    """The module's head-count attributes that hold a whole number."""
+    return [(attr, value) for attr in HEAD_COUNT_ATTRS
+            if isinstance(value := getattr(mod, attr, None), int) and not isinstance(value, bool)]
