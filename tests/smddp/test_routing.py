@@ -101,3 +101,15 @@ def test_forcing_a_path_the_collective_cannot_take_is_refused(collective: str, p
         Router(table={}).force(collective, path)
     with pytest.raises(ValueError, match="smddp force path: .*is not one of"):
         force_native_path(None, collective, path)  # checked before the backend is touched
+
+
+def test_each_group_flavour_takes_its_own_measured_h100_table() -> None:
+    # The Python group stages in one part: its copy engines lose to NCCL from 256 MiB on H100 (0.92x at 1 GiB),
+    # where the H200 table it used to get on every GPU sends 1 GiB to them.
+    h100 = "NVIDIA H100 80GB HBM3"
+    python, native = Router(table={}, gpu=h100), Router(table={}, native=True, gpu=h100)
+    assert [python.choose("all_gather", 2, n) for n in (32 * MiB, 128 * MiB, 256 * MiB, 1 * GiB)] == \
+        ["nccl", "ce", "nccl", "nccl"]
+    assert [native.choose("all_gather", 2, n) for n in (32 * MiB, 256 * MiB, 512 * MiB, 1 * GiB)] == \
+        ["ce", "ce", "nccl", "nccl"]
+    assert Router(table={}, gpu="NVIDIA H200").choose("all_gather", 2, 1 * GiB) == "ce"

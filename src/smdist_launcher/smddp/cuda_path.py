@@ -44,7 +44,8 @@ class CudaPath:
         options._timeout = timeout
         nccl = dist.ProcessGroupNCCL(dist.PrefixStore("smddp/nccl/", store), rank, size, options)
         self.nccl = cast("C10dBackend", nccl)
-        self.router = Router()
+        # the GPU model picks its measured table, as the native group does (H100's copy engines lose at 1 GiB)
+        self.router = Router(gpu=torch.cuda.get_device_name())
         check_same_routes(store, rank, size, route_plan(self.router, size, "python"))
         # Read once: a bad SMDDP_CE_* setting fails here, at init_process_group, not at the first call.
         self.ce_options = ce_options(size)

@@ -73,6 +73,12 @@ LAMPORT_ROUTES: dict[tuple[str, int], Route] = {
 GPU_ROUTES: dict[str, dict[tuple[str, int], Route]] = {
     "H100": {("all_gather", 2): [(32 * MiB - 1, "nccl"), (512 * MiB - 1, "ce"), (UNBOUNDED, "nccl")]},
 }
+# The Python group (SMDDP_NATIVE_BACKEND=0, or no compiler) stages in one part: on 2x H100 the unpipelined
+# copy engines measured 1.00-1.04x from 64 MiB to 128 MiB (2026-11-27 runs 1 and 2), 0.98x at 256 MiB, 0.96x at
+# 512 MiB and 0.92x at 1 GiB (21:35 UTC): the copy engines below 256 MiB only, not the H200 table's 1 GiB.
+PYTHON_GPU_ROUTES: dict[str, dict[tuple[str, int], Route]] = {
+    "H100": {("all_gather", 2): [(64 * MiB - 1, "nccl"), (256 * MiB - 1, "ce"), (UNBOUNDED, "nccl")]},
+}
 
 # Codes the C++ backend uses (smddp_backend.cpp: enum Coll, enum Path).
 NATIVE_COLL_CODES = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2, "all_reduce_async": 3}
@@ -153,7 +159,7 @@ class Router:
         self.table = dict(NATIVE_ROUTES if native else DEFAULT_ROUTES)
         if native and lamport:
             self.table.update(LAMPORT_ROUTES)
-        for model, routes in GPU_ROUTES.items():
+        for model, routes in (GPU_ROUTES if native else PYTHON_GPU_ROUTES).items():
             if model in gpu:  # gpu: torch.cuda.get_device_name(), e.g. "NVIDIA H100 80GB HBM3"
                 self.table.update(routes)
         self.table.update(_load_overrides() if table is None else table)
