@@ -324,7 +324,8 @@ def ce_engine(group):
     return engine
 
 
-def ag_pipeline(ws: int, smddp_pg, nccl_pg, force_path, passes: int = 3) -> list[dict]:
+def ag_pipeline(ws: int, smddp_pg, nccl_pg, force_path, passes: int = 3, variants: list[str] | None = None,
+                dtypes: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float32)) -> list[dict]:
     """AllGather busbw, NCCL against the copy-engine path with its staging pipelined in 1/2/4/8 parts
     (fast_allgather.pipeline_parts), every variant timed in each of ``passes`` interleaved passes;
     the median pass is kept. Data for SMDDP_CE_CHUNKS' default and the AllGather routes."""
@@ -332,22 +333,34 @@ def ag_pipeline(ws: int, smddp_pg, nccl_pg, force_path, passes: int = 3) -> list
     Case("all_gather", 1 * MiB, torch.bfloat16, ws).run(smddp_pg)  # sets the fast path up
     engine = ce_engine(smddp_pg)
     saved = (engine.chunks, engine.min_part)
+    # "ce:default": the engine's own parts (SMDDP_CE_CHUNKS or DEFAULT_CHUNKS, MIN_PART), as routed calls run
+    table = {**AG_PIPELINE_VARIANTS, "ce:default": saved}
+    chosen = {label: table[label] for label in (variants or list(AG_PIPELINE_VARIANTS))}
+    native = native_backend_of(smddp_pg)
     rows = []
-    for dtype in (torch.bfloat16, torch.float32):
+    for dtype in dtypes:
         for nbytes in AG_PIPELINE_SIZES:
             if dtype == torch.float32 and not 64 * MiB <= nbytes <= 256 * MiB:
                 continue  # a byte copy: fp32 only where the target is
             case = Case("all_gather", nbytes, dtype, ws)
             times: dict[str, list[float]] = {}
+            host: dict[str, list[float]] = {}
             for _ in range(passes):
                 times.setdefault("nccl", []).append(time_per_call(functools.partial(case.run, nccl_pg)))
-                for label, (chunks, min_part) in AG_PIPELINE_VARIANTS.items():
+                for label, (chunks, min_part) in chosen.items():
                     engine.chunks, engine.min_part = chunks, min_part or saved[1]
+                    stats = list(native.ce_stats()) if native is not None and hasattr(native, "ce_stats") else None
                     times.setdefault(label, []).append(time_per_call(functools.partial(case.run, smddp_pg)))
+                    if stats is not None:  # host time per call the C++ backend spent issuing it
+                        now = native.ce_stats()
+                        if now[0] > stats[0]:
+                            host.setdefault(label, []).append((now[1] - stats[1]) / (now[0] - stats[0]) / 1e3)
             engine.chunks, engine.min_part = saved
             real = case.out.numel() * case.out.element_size()
             row = {"collective": "all_gather", "dtype": str(dtype).replace("torch.", ""), "bytes": real,
                    "world_size": ws}
+            for label, values in host.items():
+                row[f"host_us_{label}"] = round(statistics.median(values), 1)
             for label, values in times.items():
                 row[label] = statistics.median(values)
                 row[f"busbw_{label}"] = real / row[label] * busbw_factor("all_gather", ws) / 1e9
@@ -368,16 +381,24 @@ def ag_pipeline(ws: int, smddp_pg, nccl_pg, force_path, passes: int = 3) -> list
     return rows
 
 
+def native_backend_of(group):
+    from smdist_launcher.smddp import native_backend
+
+    return native_backend.native_backend_of(group)
+
+
 def summarize_ag_pipeline(rep: dict) -> str:
     rows = rep["ag_pipeline"]
-    labels = ["nccl"] + list(AG_PIPELINE_VARIANTS)
+    labels = ["nccl"] + [k[len("busbw_"):] for k in rows[0] if k.startswith("busbw_ce")] if rows else ["nccl"]
     lines = [f"\n### AllGather, copy engines pipelined in parts vs NCCL, {rep['world_size']} GPUs ({rep['device']}, "
              f"torch {rep['torch']}, NCCL {rep['nccl']}, {rep['date']}): busbw GB/s (ratio to NCCL)\n",
              "| dtype | size | " + " | ".join(labels) + " | equal NCCL |", "|---" * (len(labels) + 3) + "|"]
     for r in rows:
         cells = [f"{r['busbw_' + k]:.0f}" + ("" if k == "nccl" else f" ({r['busbw_' + k] / r['busbw_nccl']:.2f}x)")
                  for k in labels]
-        lines.append(f"| {r['dtype']} | {fmt_size(r['bytes'])} | " + " | ".join(cells) + f" | {r['equal_nccl']} |")
+        host = ", ".join(f"{k[len('host_us_'):]} {v} us" for k, v in r.items() if k.startswith("host_us_"))
+        lines.append(f"| {r['dtype']} | {fmt_size(r['bytes'])} | " + " | ".join(cells) + f" | {r['equal_nccl']} |"
+                     + (f" host per call: {host}" if host else ""))
     return "\n".join(lines)
 
 
@@ -469,6 +490,11 @@ def main() -> None:
     parser.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph AllReduce timings")
     parser.add_argument("--ag-pipeline", action="store_true",
                         help="only AllGather 32 MiB-1 GiB: NCCL vs the copy engines pipelined in 1/2/4/8 parts")
+    parser.add_argument("--ag-variants", default="",
+                        help="with --ag-pipeline: comma-separated among ce, ce:c2, ce:c4, ce:c8, ce:default "
+                             "(the engine's own parts, as routed calls run); default ce..ce:c8")
+    parser.add_argument("--ag-dtypes", default="bfloat16,float32", help="with --ag-pipeline: dtypes")
+    parser.add_argument("--ag-passes", type=int, default=3, help="with --ag-pipeline: interleaved passes")
     args = parser.parse_args()
     if args.summarize:
         print(summarize(args.summarize))
@@ -515,7 +541,10 @@ def main() -> None:
         print(json.dumps({"smddp_backend": report["smddp_backend"]}), flush=True)
     if args.probe or args.ag_pipeline:
         if args.ag_pipeline:
-            report["ag_pipeline"] = ag_pipeline(ws, smddp_pg, nccl_pg, force_path)
+            report["ag_pipeline"] = ag_pipeline(
+                ws, smddp_pg, nccl_pg, force_path, passes=args.ag_passes,
+                variants=[v for v in args.ag_variants.split(",") if v] or None,
+                dtypes=tuple(getattr(torch, d) for d in args.ag_dtypes.split(",") if d))
         else:
             report["probe"] = probe(ws, smddp_pg, nccl_pg, force_path)
         if dist.get_rank() == 0:

@@ -119,9 +119,15 @@ def elapsed_ms(a: Any, b: Any) -> float:
     return (b - a) * 1e3 if isinstance(a, float) else float(a.elapsed_time(b))
 
 
+def ce_stats(native: Any) -> list[int]:
+    """(calls, host ns, parts) of the copy-engine AllGathers the C++ backend issued itself (zeros without)."""
+    return list(native.ce_stats()) if native is not None and hasattr(native, "ce_stats") else [0, 0, 0]
+
+
 @contextlib.contextmanager
 def timing_ce_calls(native: Any, host_us: dict[str, float], label: str) -> Iterator[None]:
-    """Host time per copy-engine AllGather call (the Python the C++ backend calls, GIL held)."""
+    """Host time per copy-engine AllGather call: issued by C++ (its own counters), or through the Python
+    helper the C++ backend calls per call (GIL held; timed around that call)."""
     if native is None:
         yield
         return
@@ -138,11 +144,15 @@ def timing_ce_calls(native: Any, host_us: dict[str, float], label: str) -> Itera
             spent[1] += 1
 
     helper.allgather_ce = timed  # the backend looks the method up per call
+    before = ce_stats(native)
     try:
         yield
     finally:
         del helper.allgather_ce
-        if spent[1]:
+        after = ce_stats(native)
+        if after[0] > before[0]:
+            host_us[label] = round((after[1] - before[1]) / (after[0] - before[0]) / 1e3, 1)
+        elif spent[1]:
             host_us[label] = round(spent[0] / spent[1] * 1e6, 1)
 
 
@@ -229,6 +239,7 @@ def main() -> None:
     sync_all()
 
     fast: dict[str, list[int]] = {label: [0] * 5 for label in variants}
+    ce_timed: dict[str, list[int]] = {label: [0, 0, 0] for label in variants}  # native CE calls, host ns, parts
     samples: dict[str, list[float]] = {label: [] for label in variants}
     # per variant: the first step of each block (just after another model or route ran) and the others
     first_ms: dict[str, list[float]] = {label: [] for label in variants}
@@ -241,6 +252,7 @@ def main() -> None:
         for label in order:
             set_variant(label)
             before = list(native.fast_calls()) if native is not None else []
+            ce_before = ce_stats(native)
             sync_all()
             stamps: list[Any] = []
             t0 = time.perf_counter()
@@ -256,6 +268,8 @@ def main() -> None:
             later_ms[label].extend(times[1:])
             if native is not None:
                 fast[label] = [f + a - b for f, a, b in zip(fast[label], native.fast_calls(), before, strict=False)]
+                ce_timed[label] = [t + a - b for t, a, b in zip(ce_timed[label], ce_stats(native), ce_before,
+                                                                strict=True)]
     set_variant("smddp")
     # the slowest rank's time per round (a step is as slow as its slowest rank)
     table = torch.tensor([samples[label] for label in variants], dtype=torch.float64)
@@ -279,6 +293,9 @@ def main() -> None:
         "later_steps_ms_median": {label: round(statistics.median(v), 2) for label, v in later_ms.items() if v},
         "fast_calls_per_step": {label: [round(v / n_steps, 2) for v in fast[label]] for label in variants},
         "ce_host_us_per_call": host_us, "ce_default_parts": chunks[0] if chunks else None,
+        # the timed rounds: host time per copy-engine AllGather the C++ backend issued itself, and its parts
+        "ce_native_host_us_timed": {label: round(v[1] / v[0] / 1e3, 1) for label, v in ce_timed.items() if v[0]},
+        "ce_native_parts_per_call": {label: round(v[2] / v[0], 2) for label, v in ce_timed.items() if v[0]},
         "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
     }
     for label, (q1, med, q3) in stats.items():

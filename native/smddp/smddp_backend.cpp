@@ -5,9 +5,11 @@
 // issues those kernels through the c10 dispatcher (boxed, so the same source builds against any
 // torch >= 2.8 whatever C++ signature the op was registered with), on two persistent symmetric
 // buffers used in turn, and hands every other CUDA call to an inner ProcessGroupNCCL.
-// Python is entered only off the hot path: the one-time collective set-up of the buffers, the
-// copy-engine AllGather (>= 128 MiB, where ~100 us of host time hide behind the copies), barrier,
-// and CPU tensors, which go to the unchanged Python gloo path (cpu_path.GlooPath).
+// Python is entered only off the hot path: the one-time collective set-up of the buffers (and each
+// growth), the parts of each new AllGather size, barrier, and CPU tensors, which go to the unchanged
+// Python gloo path (cpu_path.GlooPath). The copy-engine AllGather is issued here whole (staging,
+// symmetric-memory barriers, pulls on side streams, events: ce_driver.h) in the CUDA build; without
+// it (no nvcc, no SymmetricMemory header) each call goes through the Python helper as before.
 //
 // With SMDDP_LAMPORT defined (the build that also compiles lamport_allreduce.cu with nvcc),
 // AllReduce can also take smddp's own barrier-free one-shot kernel (path kLamport), synchronous
@@ -28,6 +30,22 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
+// The copy-engine AllGather issued here whole (stage, barrier, pulls, joins: no Python per call) needs
+// the CUDA headers of this build and torch's SymmetricMemory class (its barrier, called from C++).
+#if __has_include(<torch/csrc/distributed/c10d/symm_mem/SymmetricMemory.hpp>)
+#include <torch/csrc/distributed/c10d/symm_mem/SymmetricMemory.hpp>
+#define SMDDP_CE_NATIVE 1
+#elif __has_include(<torch/csrc/distributed/c10d/SymmetricMemory.hpp>)
+#include <torch/csrc/distributed/c10d/SymmetricMemory.hpp>
+#define SMDDP_CE_NATIVE 1
+#endif
+#endif
+
+#ifdef SMDDP_CE_NATIVE
+#include <chrono>
+#include <unordered_map>
+
+#include "ce_driver.h"
 #endif
 
 #include <array>
@@ -167,6 +185,16 @@ class SmddpBackend : public c10d::Backend {
   // The Python helper (native_backend.NativeHelper): benchmarks tune its copy-engine AllGather.
   py::object helper_object() { return helper(); }
 
+  // (calls, host nanoseconds, parts) of the copy-engine AllGathers issued natively: what they cost
+  // the caller's thread, and how many staged parts (barriers) they took (tests, benchmarks).
+  std::vector<int64_t> ce_stats() const {
+#ifdef SMDDP_CE_NATIVE
+    return {ce_.calls, ce_.host_ns, ce_.parts};
+#else
+    return {0, 0, 0};
+#endif
+  }
+
   // Calls that took a fast path, per path code (tests check that the path really ran).
   std::vector<int64_t> fast_calls() const { return {fast_calls_.begin(), fast_calls_.end()}; }
 
@@ -212,12 +240,7 @@ class SmddpBackend : public c10d::Backend {
   WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) override {
     if (!output.is_cuda()) return cpu("allgather_base", output, input, opts);
     if (!coalescing_ && route(kAllGather, output.numel() * output.element_size()) == kCe) {
-      bool ran;
-      {
-        py::gil_scoped_acquire gil;
-        ran = helper().attr("allgather_ce")(output, input, getGroupUid()).cast<bool>();
-      }
-      if (ran) {
+      if (ce_allgather(output, input)) {
         ++fast_calls_[kCe];
         return done({output}, c10d::OpType::_ALLGATHER_BASE, output.device());
       }
@@ -511,6 +534,189 @@ class SmddpBackend : public c10d::Backend {
   }
 #endif
 
+  // ---- the copy-engine AllGather ----
+  // The Python helper's CopyEngineAllGather (fast_allgather.py) per call: set-up, the SM staging
+  // copy (SMDDP_CE_KERNEL_STAGE) and builds without the native path (no CUDA headers).
+  bool ce_allgather_python(at::Tensor& output, at::Tensor& input) {
+    py::gil_scoped_acquire gil;
+    return helper().attr("allgather_ce")(output, input, getGroupUid()).cast<bool>();
+  }
+
+  // True when the copy engines ran the call (false: NCCL serves it, on every rank alike).
+  bool ce_allgather(at::Tensor& output, at::Tensor& input) {
+#ifdef SMDDP_CE_NATIVE
+    if (ce_.mode == CeMode::kPython) return ce_allgather_python(output, input);
+    if (ce_.mode == CeMode::kOff) return false;
+    // Only what every rank shares decides (CopyEngineAllGather.eligible): a rank on NCCL while its
+    // peers pull would leave them at the barrier. Where the input sits is rank-local: handled below.
+    if (!output.is_contiguous() || !input.is_contiguous() || output.scalar_type() != input.scalar_type() ||
+        output.device() != input.device() || output.numel() != input.numel() * size_) {
+      return false;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const c10::cuda::CUDAGuard guard(output.device());
+    const c10::cuda::CUDAStream main = c10::cuda::getCurrentCUDAStream(output.device().index());
+    // Inside CUDA-graph capture: NCCL (a replay would restage the one captured buffer while a peer may
+    // still pull the previous replay's data; the set-up cannot be captured). Every rank captures alike.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    C10_CUDA_CHECK(cudaStreamIsCapturing(main.stream(), &capture));
+    if (capture != cudaStreamCaptureStatusNone) return false;
+    const int64_t nbytes = input.numel() * input.element_size();
+    if (nbytes == 0) return true;
+    if (!ensure_ce(output.device(), nbytes)) {
+      return ce_.mode == CeMode::kPython ? ce_allgather_python(output, input) : false;
+    }
+    const auto& parts = ce_plan(nbytes);
+    using smddp_ce::CUdeviceptr;
+    const auto out_ptr = reinterpret_cast<CUdeviceptr>(output.data_ptr());
+    const auto out_bytes = static_cast<CUdeviceptr>(nbytes) * size_;
+    const auto own = out_ptr + static_cast<CUdeviceptr>(rank_) * nbytes;
+    // An input overlapping the output other than as exactly this rank's chunk (FSDP2's in place, no copy)
+    // is copied aside first: pulls into the chunk it overlaps would overwrite it before it is staged.
+    at::Tensor in = input;
+    const auto in0 = reinterpret_cast<CUdeviceptr>(input.data_ptr());
+    const bool apart = in0 + nbytes <= out_ptr || out_ptr + out_bytes <= in0;
+    if (!apart && in0 != own) in = input.clone();
+    const auto in_ptr = reinterpret_cast<CUdeviceptr>(in.data_ptr());
+    const int turn = ce_.turn;
+    ce_.turn ^= 1;
+    cudaStream_t ms = main.stream();
+    const auto& drv = smddp_ce::driver();
+    // A call staging into buffer k%2 is safe once the previous call's barrier passed on the same stream
+    // (symm_buffers.py); a call on another stream first waits for the previous call's end, so the calls
+    // of a group stay one chain whatever streams issue them (as NCCL's one stream).
+    if (ce_.last.has_value() && *ce_.last != ms) ce_check(drv.wait(ms, ce_.done, 0), "chaining");
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const auto [start, len] = parts[i];
+      ce_check(smddp_ce::stage_part(ce_.ctx, ms, ce_.local, ce_.events.data(), out_ptr, in_ptr, ce_.bufs[turn],
+                                    nbytes, start, len, rank_, i == 0),
+               "staging");
+      ce_.handles[turn]->barrier(/*channel=*/0, /*timeout_ms=*/0);  // every peer staged this part
+      ce_check(smddp_ce::pull_part(ce_.ctx, ms, ce_.pulls.data(), ce_.events.data(), out_ptr, ce_.peers[turn].data(),
+                                   nbytes, start, len, rank_, size_, ce_.splits, ce_.serial),
+               "pulls");
+    }
+    const int joined = ce_.serial ? 1 : static_cast<int>(ce_.pulls.size());
+    ce_check(smddp_ce::join(ce_.ctx, ms, ce_.pulls.data(), joined, ce_.events.data()), "join");
+    ce_check(drv.record(ce_.done, ms), "recording the end");
+    ce_.last = ms;
+    ++ce_.calls;
+    ce_.parts += static_cast<int64_t>(parts.size());
+    ce_.host_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    return true;
+#else
+    return ce_allgather_python(output, input);
+#endif
+  }
+
+#ifdef SMDDP_CE_NATIVE
+  static void ce_check(int rc, const char* what) {
+    TORCH_CHECK(rc == 0, "smddp copy-engine all_gather: ", what, " failed with CUDA driver error ", rc);
+  }
+
+  // Collective: every rank reaches the first call (and each that needs larger buffers) at the same call,
+  // as they issue the same sizes in the same order.
+  bool ensure_ce(const at::Device& device, int64_t nbytes) {
+    if (ce_.mode == CeMode::kNative && ce_.capacity >= nbytes) return true;
+    if (ce_.mode != CeMode::kUnknown && ce_.mode != CeMode::kNative) return false;
+    // Growth frees the old pair (Python re-makes it after a device sync): drop what refers to it first.
+    ce_.capacity = 0;
+    ce_.handles = {};
+    ce_.peers = {};
+    py::gil_scoped_acquire gil;
+    py::object got = helper().attr("allgather_ce_state")(device.index(), nbytes, getGroupUid());
+    if (py::isinstance<py::str>(got)) {
+      ce_.mode = got.cast<std::string>() == "off" ? CeMode::kOff : CeMode::kPython;
+      return false;
+    }
+    try {
+      auto st = got.cast<py::tuple>();
+      TORCH_CHECK(st.size() == 9, "smddp: copy-engine state of ", st.size(), " items");
+      const int64_t capacity = st[0].cast<int64_t>();
+      auto bufs = st[1].cast<std::vector<int64_t>>();
+      auto handles = st[2].cast<py::list>();
+      auto peers = st[3].cast<std::vector<std::vector<int64_t>>>();
+      auto pulls = st[4].cast<std::vector<int64_t>>();
+      const int splits = st[6].cast<int>();
+      TORCH_CHECK(capacity >= nbytes && bufs.size() == 2 && handles.size() == 2 && peers.size() == 2 &&
+                      peers[0].size() == static_cast<size_t>(size_) && peers[1].size() == static_cast<size_t>(size_),
+                  "smddp: copy-engine state does not fit the group");
+      // pull_part uses streams[(peer step - 1) * splits + piece] and events[2 + stream]
+      TORCH_CHECK(splits >= 1 && pulls.size() == static_cast<size_t>((size_ - 1) * splits),
+                  "smddp: copy-engine state has ", pulls.size(), " pull streams for ", splits, " splits");
+      for (int b = 0; b < 2; ++b) {
+        ce_.bufs[b] = static_cast<smddp_ce::CUdeviceptr>(bufs[b]);
+        ce_.handles[b] = handles[b].cast<c10::intrusive_ptr<c10d::symmetric_memory::SymmetricMemory>>();
+        ce_.peers[b].assign(peers[b].begin(), peers[b].end());
+      }
+      if (ce_.events.empty()) {  // once per group: the driver, the context, the events
+        TORCH_CHECK(smddp_ce::init() == 0, "smddp: cannot reach the CUDA driver (libcuda.so.1)");
+        const c10::cuda::CUDAGuard guard(device);
+        C10_CUDA_CHECK(cudaFree(nullptr));  // the device's primary context is current on this thread
+        ce_check(smddp_ce::current_context(&ce_.ctx), "getting the context");
+        TORCH_CHECK(ce_.ctx != nullptr, "smddp: no current CUDA context");
+        std::vector<void*> events(2 + pulls.size() + 1);
+        ce_check(smddp_ce::make_events(static_cast<int>(events.size()), events.data()), "creating events");
+        ce_.done = events.back();
+        events.pop_back();
+        ce_.events = std::move(events);
+      }
+      TORCH_CHECK(ce_.events.size() == 2 + pulls.size(), "smddp: the copy-engine streams changed");
+      ce_.pulls.clear();
+      for (auto h : pulls) ce_.pulls.push_back(reinterpret_cast<void*>(static_cast<uintptr_t>(h)));
+      ce_.local = reinterpret_cast<void*>(static_cast<uintptr_t>(st[5].cast<int64_t>()));
+      ce_.splits = splits;
+      ce_.serial = st[7].cast<bool>();
+      ce_.version = st[8].cast<at::Tensor>();
+      TORCH_CHECK(ce_.version.device().is_cpu() && ce_.version.scalar_type() == at::kLong && ce_.version.numel() == 1,
+                  "smddp: the plan version is not one CPU int64");
+      ce_.plans.clear();
+      ce_.plans_version = -1;
+      ce_.turn = 0;  // a new pair: every rank starts it at buffer 0
+      ce_.capacity = capacity;
+      ce_.mode = CeMode::kNative;
+    } catch (const std::exception& e) {
+      // The same build and state on every rank: every rank falls back alike (the Python choreography).
+      ce_.handles = {};
+      ce_.mode = CeMode::kPython;
+      TORCH_WARN("smddp: the native copy-engine AllGather is unavailable (", e.what(),
+                 "); issuing its copies from Python");
+      return false;
+    }
+    return true;
+  }
+
+  // The parts of a call of nbytes per rank: asked of Python once per size (fast_allgather.PartPlans),
+  // then cached until the plan version moves (chunks / min_part changed). Checked to tile [0, nbytes)
+  // in order, so that every byte is staged and pulled once (ce_driver.h bounds-checks each part too).
+  const std::vector<std::pair<size_t, size_t>>& ce_plan(int64_t nbytes) {
+    const int64_t version = ce_.version.data_ptr<int64_t>()[0];  // a plain read: no GIL needed
+    if (version != ce_.plans_version) {
+      ce_.plans.clear();
+      ce_.plans_version = version;
+    }
+    auto it = ce_.plans.find(nbytes);
+    if (it != ce_.plans.end()) return it->second;
+    std::vector<std::pair<size_t, size_t>> parts;
+    {
+      py::gil_scoped_acquire gil;
+      for (auto item : helper().attr("allgather_ce_plan")(nbytes)) {
+        auto part = item.cast<py::tuple>();
+        parts.emplace_back(part[0].cast<size_t>(), part[1].cast<size_t>());
+      }
+    }
+    size_t next = 0;
+    for (const auto& [start, len] : parts) {
+      TORCH_CHECK(start == next && len > 0 && len <= static_cast<size_t>(nbytes) - start,
+                  "smddp: copy-engine parts do not tile the ", nbytes, " bytes");
+      next += len;
+    }
+    TORCH_CHECK(next == static_cast<size_t>(nbytes), "smddp: copy-engine parts cover ", next, " of ", nbytes, " bytes");
+    if (ce_.plans.size() >= 256) ce_.plans.clear();
+    return ce_.plans.emplace(nbytes, std::move(parts)).first->second;
+  }
+#endif
+
   // One-shot: one kernel copies the input into the symmetric buffer, barriers, reads every
   // peer's buffer and writes the sum to the output. Two-shot: the input is copied in, then one
   // kernel reduce-scatters and all-gathers into the output. Both open with a barrier, so using
@@ -589,6 +795,29 @@ class SmddpBackend : public c10d::Backend {
   c10::IValue sum_{std::string("sum")};
   c10::IValue group_name_;
   std::array<int64_t, kNumPath> fast_calls_{};
+#ifdef SMDDP_CE_NATIVE
+  enum class CeMode { kUnknown, kNative, kPython, kOff };
+  struct CeState {
+    CeMode mode = CeMode::kUnknown;
+    int64_t capacity = 0;  // bytes per buffer of the pair; 0: none held
+    std::array<smddp_ce::CUdeviceptr, 2> bufs{};
+    std::array<c10::intrusive_ptr<c10d::symmetric_memory::SymmetricMemory>, 2> handles;
+    std::array<std::vector<smddp_ce::CUdeviceptr>, 2> peers;  // every rank's buffer, mapped here
+    std::vector<void*> pulls;                                 // side streams (the helper owns them)
+    void* local = nullptr;                                    // the own-chunk stream
+    std::vector<void*> events;                                // fork, own-chunk join, one per pull stream
+    void* done = nullptr;                                     // the end of the latest call
+    void* ctx = nullptr;
+    int splits = 1;
+    bool serial = false;
+    int turn = 0;
+    std::optional<cudaStream_t> last;  // where the latest call ran
+    at::Tensor version;                // fast_allgather.PartPlans.version
+    int64_t plans_version = -1;
+    std::unordered_map<int64_t, std::vector<std::pair<size_t, size_t>>> plans;
+    int64_t calls = 0, host_ns = 0, parts = 0;  // ce_stats()
+  } ce_;
+#endif
 #ifdef SMDDP_LAMPORT
   struct LamportState {
     at::Tensor buffer;  // this rank's symmetric buffer (the helper keeps the rendezvous alive)
@@ -613,6 +842,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 #else
   m.attr("LAMPORT") = false;
 #endif
+#ifdef SMDDP_CE_NATIVE
+  m.attr("CE_NATIVE") = true;  // issues the copy-engine AllGather itself (no Python per call)
+#else
+  m.attr("CE_NATIVE") = false;
+#endif
   py::class_<smddp::SmddpBackend, c10d::Backend, c10::intrusive_ptr<smddp::SmddpBackend>>(m, "SmddpBackend")
       .def(py::init([](int rank, int size, const c10::intrusive_ptr<c10d::Backend>& nccl, py::object helper,
                        const std::vector<std::tuple<int, int64_t, int>>& routes) {
@@ -623,6 +857,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("unforce", &smddp::SmddpBackend::unforce, py::arg("collective"))
       .def("route", &smddp::SmddpBackend::route_code, py::arg("collective"), py::arg("nbytes"))
       .def("fast_calls", &smddp::SmddpBackend::fast_calls)
+      .def("ce_stats", &smddp::SmddpBackend::ce_stats)
       .def("helper", &smddp::SmddpBackend::helper_object)
       .def("lamport_timeouts", &smddp::SmddpBackend::lamport_timeouts);
 }

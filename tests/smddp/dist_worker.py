@@ -277,7 +277,7 @@ def scenario_fast_paths(rank: int, ws: int, device: str) -> None:
     force_path(smddp_pg, "all_gather", "ce")
     native = native_backend.native_backend_of(smddp_pg)
     engine = native.helper().allgather if native is not None else smddp_pg.cuda_path.allgather_ce
-    if engine is not None and engine.lib is not None:
+    if engine is not None and engine.pipelined:
         saved = (engine.chunks, engine.min_part)
         engine.chunks, engine.min_part = 5, 1 << 16
         for dtype in (torch.bfloat16, torch.float32):
@@ -638,7 +638,103 @@ def scenario_native(rank: int, ws: int, device: str) -> None:
     rs = torch.empty(2, device="cuda")
     dist.reduce_scatter_tensor(rs, torch.arange(2.0 * ws, device="cuda"), group=group)
     check("native reduce_scatter", rs, torch.arange(2.0 * ws)[2 * rank : 2 * rank + 2] * ws)
+    checks += _native_ce(rank, ws, backend, group, nccl_pg, gen)
     print(f"rank {rank}: {checks + 3} native-backend checks equal NCCL (fast calls {calls})")
+
+
+def _native_ce(rank: int, ws: int, backend, group: dist.ProcessGroup, nccl_pg: dist.ProcessGroup,  # type: ignore[no-untyped-def]
+               gen: torch.Generator) -> int:
+    """CUDA only: the copy-engine AllGather issued whole by the C++ backend (no Python per call):
+    every dtype, odd sizes, repeated sizes (parts planned once per size), the parts re-planned when
+    the engine's parts change, a non-contiguous input (NCCL serves it, as it refuses or not), buffer
+    growth and a smaller call after it, all against NCCL."""
+    from smdist_launcher.smddp import force_path, native_backend
+    from smdist_launcher.smddp.fast_allgather import pipeline_parts
+
+    if not getattr(native_backend._module, "CE_NATIVE", False):
+        raise AssertionError("the native backend was built without its copy-engine AllGather")
+    ce = 1  # routing.NATIVE_PATH_CODES["ce"]
+    force_path(group, "all_gather", "ce")
+    helper = backend.helper()
+    x = torch.randn(8, generator=gen, device="cuda")
+    dist.all_gather_into_tensor(torch.empty(8 * ws, device="cuda"), x, group=group)  # set up (may be done)
+    engine = helper.allgather
+    counted = {"allgather_ce": 0, "allgather_ce_plan": 0}
+    plain = {name: getattr(helper, name) for name in counted}
+
+    def counting(name: str):  # type: ignore[no-untyped-def]
+        def call(*args):  # type: ignore[no-untyped-def]
+            counted[name] += 1
+            return plain[name](*args)
+        return call
+
+    for name in counted:
+        setattr(helper, name, counting(name))  # the backend looks the methods up when it calls them
+    checks = 0
+    try:
+        def gather(n: int, dtype: torch.dtype, name: str, fast: bool = True, x: torch.Tensor | None = None) -> None:
+            nonlocal checks
+            if x is None:
+                x = (torch.randn(n, generator=gen, device="cuda") * 100).to(dtype)
+            a = torch.full((n * ws,), 7, device="cuda", dtype=dtype)
+            b = torch.empty_like(a)
+            before = backend.fast_calls()[ce]
+            dist.all_gather_into_tensor(a, x, group=group)
+            dist.all_gather_into_tensor(b, x.contiguous(), group=nccl_pg)
+            if backend.fast_calls()[ce] != before + int(fast):
+                raise AssertionError(f"{name}: copy-engine calls {before} -> {backend.fast_calls()[ce]}, want {fast}")
+            if not torch.equal(a, b):
+                raise AssertionError(f"{name}: differs from NCCL")
+            checks += 1
+
+        sizes = (1, 1001, 4096 + 3, (1 << 20) + 7)
+        for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.uint8):
+            for n in sizes:
+                for rep in range(2):  # both buffers of the pair; the second call plans nothing
+                    gather(n, dtype, f"native ce {dtype} n={n} call {rep}")
+        seen = {n * dt.itemsize for n in sizes for dt in (torch.float32, torch.bfloat16, torch.uint8)}
+        if counted["allgather_ce"] or counted["allgather_ce_plan"] > len(seen):
+            raise AssertionError(f"Python per call: {counted} for {len(seen)} sizes (want 0 calls, <= one plan a size)")
+        # the parts re-planned when they change (every rank alike), and the staged parts counted
+        saved = (engine.chunks, engine.min_part)
+        n = (3 << 20) + 5  # fp32: 12 MiB + 20 bytes a rank
+        for chunks in (5, 1, 3):
+            engine.chunks, engine.min_part = chunks, 1 << 16
+            want = len(pipeline_parts(n * 4, chunks, 1 << 16))
+            before = backend.ce_stats()[2]
+            gather(n, torch.float32, f"native ce in {chunks} parts")
+            if backend.ce_stats()[2] - before != want:
+                raise AssertionError(f"{chunks} parts wanted: C++ staged {backend.ce_stats()[2] - before} parts")
+        engine.chunks, engine.min_part = saved
+        # a non-contiguous input: NCCL serves the call on every rank (it raises there as it would without smddp)
+        errors = []
+        for pg in (group, nccl_pg):
+            try:
+                out = torch.empty(2048 * ws, device="cuda")
+                before = backend.fast_calls()[ce]
+                dist.all_gather_into_tensor(out, torch.randn(4096, generator=gen, device="cuda")[::2], group=pg)
+                errors.append(None)
+            except (RuntimeError, ValueError) as exc:
+                errors.append(type(exc).__name__)
+            if pg is group and backend.fast_calls()[ce] != before:
+                raise AssertionError("a non-contiguous input took the copy engines")
+        if errors[0] != errors[1]:
+            raise AssertionError(f"non-contiguous all_gather input: smddp {errors[0]} vs NCCL {errors[1]}")
+        checks += 1
+        # growth: a call larger than the pair, then a smaller one on the new pair
+        capacity = engine.buffers.pair.capacity
+        gather(capacity // 2 + 3, torch.bfloat16, "native ce growing the pair")
+        if engine.buffers.pair.capacity <= capacity:
+            raise AssertionError(f"the pair did not grow ({capacity} -> {engine.buffers.pair.capacity})")
+        gather(1001, torch.bfloat16, "native ce after growth")
+    finally:
+        for name in counted:
+            delattr(helper, name)
+        force_path(group, "all_gather", None)
+    calls, host_ns, _ = backend.ce_stats()
+    print(f"rank {rank}: native copy-engine AllGather: {calls} calls, {host_ns / max(calls, 1) / 1e3:.1f} us host "
+          "each", flush=True)
+    return checks
 
 
 def scenario_lamport(rank: int, ws: int, device: str) -> None:

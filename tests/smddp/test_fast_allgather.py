@@ -11,6 +11,7 @@ from smdist_launcher.smddp.fast_allgather import (
     PART_ALIGN,
     CeOptions,
     CopyEngineAllGather,
+    PartPlans,
     ce_options,
     default_chunks,
     pipeline_parts,
@@ -175,3 +176,44 @@ def test_pipeline_parts_properties(nbytes: int, chunks: int, min_part: int) -> N
     assert all(a + n == b for (a, n), (b, _) in zip(parts, parts[1:], strict=False))
     assert all(length > 0 and start % PART_ALIGN == 0 for start, length in parts)
     assert 1 <= len(parts) <= max(1, min(chunks, nbytes // max(min_part, 1)))
+
+
+def test_parts_are_planned_once_per_size_and_again_when_they_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repeated call plans nothing (the parts of a size are cached); changing ``chunks`` or ``min_part``
+    (every rank alike: benchmarks, tests) re-plans, and moves ``version``, the counter the native backend
+    reads without the GIL to drop its own cached parts."""
+    from smdist_launcher.smddp import fast_allgather
+
+    planned: list[int] = []
+    real = fast_allgather.pipeline_parts
+    monkeypatch.setattr(fast_allgather, "pipeline_parts", lambda n, c, m=MIN_PART: planned.append(n) or real(n, c, m))
+    plans = PartPlans(4)
+    held = plans.version  # the C++ side keeps this very tensor
+    first = plans.parts(128 << 20)
+    assert first == tuple(real(128 << 20, 4)) and len(first) == 4
+    assert plans.parts(128 << 20) is first and planned == [128 << 20]
+    plans.parts(64 << 20)
+    assert planned == [128 << 20, 64 << 20] and int(held) == 0
+    plans.chunks = 2
+    assert int(held) == 1 and plans.version is held
+    assert plans.parts(128 << 20) == tuple(real(128 << 20, 2)) and len(planned) == 3
+    plans.min_part = 1 << 16
+    assert int(held) == 2 and plans.parts(1 << 20) == tuple(real(1 << 20, 2, 1 << 16))
+    assert plans.barrier_plan() == "parts=2 min_part=65536"
+
+
+def test_the_python_choreography_plans_one_part_whatever_the_setting() -> None:
+    """Without native code issuing the calls the copies go out in one part: its barrier plan says so, so
+    that a rank issuing natively (parts) and one from Python (one part) turn the fast path off."""
+    plans = PartPlans(4, pipelined=False)
+    assert plans.parts(128 << 20) == ((0, 128 << 20),)
+    assert plans.barrier_plan() == f"parts=1 min_part={MIN_PART}"
+    assert PartPlans(4).barrier_plan() == f"parts=4 min_part={MIN_PART}"
+    assert plans.parts(0) == ()
+
+
+def test_the_plan_cache_is_bounded() -> None:
+    plans = PartPlans(4)
+    for n in range(1, PartPlans.MAX_SIZES + 10):
+        plans.parts(n * PART_ALIGN)
+    assert len(plans._cache) <= PartPlans.MAX_SIZES

@@ -92,7 +92,8 @@ def test_settings_read_at_init_are_the_ones_used(monkeypatch: pytest.MonkeyPatch
 class _HalfWorkingAllGather:
     """The copy-engine AllGather's constructor as on a GPU where rank 1 cannot set it up."""
 
-    def __init__(self, symm_name: str, device: torch.device, rank: int, size: int, options: object) -> None:
+    def __init__(self, symm_name: str, device: torch.device, rank: int, size: int, options: object,
+                 native_issuer: bool = False) -> None:
         if rank == 1:
             raise RuntimeError("CUDA out of memory")
 

@@ -81,10 +81,10 @@ def test_gpu_model_routes_override_the_default_table() -> None:
     h100 = routing.Router(native=True, gpu="NVIDIA H100 80GB HBM3")
     other = routing.Router(native=True, gpu="NVIDIA H200")
     assert h100.choose("all_gather", 2, 128 * routing.MiB) == "ce"
-    assert h100.choose("all_gather", 2, 1 * routing.GiB) == "nccl"  # copy engines lost there on H100
-    # pipelined copy engines (2026-11-27): 32 MiB-256 MiB won, 16 MiB and 1 GiB lost
-    assert [h100.choose("all_gather", 2, n * routing.MiB) for n in (16, 32, 64, 256, 511, 512)] == \
-        ["nccl", "ce", "ce", "ce", "ce", "nccl"]
+    # issued natively, own chunk after the first staging (2026-11-28): 32 MiB-1 GiB won; 16 MiB lost earlier,
+    # above 1 GiB unmeasured
+    assert [h100.choose("all_gather", 2, n * routing.MiB) for n in (16, 32, 64, 256, 512, 1024, 1025)] == \
+        ["nccl", "ce", "ce", "ce", "ce", "ce", "nccl"]
     assert other.choose("all_gather", 2, 1 * routing.GiB) == "ce"
 
 
@@ -196,3 +196,90 @@ def test_lamport_timeout_setting_is_checked(monkeypatch) -> None:
         monkeypatch.setenv("SMDDP_LAMPORT_TIMEOUT_S", bad)
         with pytest.raises(ValueError, match=re.escape(f"SMDDP_LAMPORT_TIMEOUT_S={bad!r}: expected seconds")):
             native_backend.lamport_timeout_s(timedelta(minutes=10))
+
+
+def _sources_in(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Copies of the backend, kernel and copy-engine header sources, side by side as in native/smddp/."""
+    from smdist_launcher.smddp import native
+
+    copies = []
+    for name in (native_backend.SOURCE_NAME, native_backend.KERNEL_NAME, native_backend.CE_HEADER_NAME):
+        src = native.native_source(name)
+        assert src is not None, name
+        (tmp_path / name).write_bytes(src.read_bytes())
+        copies.append(tmp_path / name)
+    return copies[0], copies[1], copies[2]
+
+
+def test_an_edit_of_the_copy_engine_header_rebuilds_both_native_libraries(tmp_path: Path) -> None:
+    """The backend and the ctypes helper both compile ce_driver.h in: a cache keyed on their .cpp alone
+    would keep loading a stale build after the header changed."""
+    from smdist_launcher.smddp import native
+
+    src, kernel, header = _sources_in(tmp_path)
+    helper_src = tmp_path / native.SOURCE_NAME
+    helper_src.write_bytes(native.native_source(native.SOURCE_NAME).read_bytes())  # type: ignore[union-attr]
+    before = (native_backend.build_plan(src, kernel)[0], native_backend.build_plan(src, None)[0],
+              native.helper_digest(helper_src))
+    header.write_text(header.read_text() + "\n// edited\n")
+    after = (native_backend.build_plan(src, kernel)[0], native_backend.build_plan(src, None)[0],
+             native.helper_digest(helper_src))
+    assert all(b != a for b, a in zip(before, after, strict=True))
+
+
+def test_the_backend_issues_the_copy_engine_allgather_itself_where_built_so() -> None:
+    """The C++ backend exposes whether it issues the AllGather (CE_NATIVE) and the helper says what it
+    should do per group; the header the backend includes is the one the ctypes helper compiles."""
+    src = native_backend.source_path()
+    assert src is not None
+    text = src.read_text()
+    assert '#include "ce_driver.h"' in text and 'm.attr("CE_NATIVE")' in text
+    assert "handles[turn]->barrier(" in text  # the symmetric-memory barrier called from C++, not Python
+    from smdist_launcher.smddp import native
+
+    assert '#include "ce_driver.h"' in native.native_source(native.SOURCE_NAME).read_text()  # type: ignore[union-attr]
+
+
+class _Engine:
+    """The parts of CopyEngineAllGather the helper reads (a real one needs CUDA streams)."""
+
+    def __init__(self, native_issuer: bool) -> None:
+        self.native_issuer = native_issuer
+        self.asked: list[int] = []
+
+    def native_state(self, nbytes: int) -> tuple[object, ...]:
+        self.asked.append(nbytes)
+        return ("state", nbytes)
+
+    def plan(self, nbytes: int) -> tuple[tuple[int, int], ...]:
+        return ((0, nbytes),)
+
+
+def _helper(size: int, native_ce: bool) -> native_backend.NativeHelper:
+    import datetime
+
+    import torch.distributed as dist
+
+    return native_backend.NativeHelper(dist.HashStore(), 0, size, datetime.timedelta(seconds=10), native_ce=native_ce)
+
+
+def test_the_helper_tells_the_backend_how_to_issue_the_allgather(monkeypatch) -> None:
+    """"off" (fast paths off: NCCL on every rank), "python" (the engine cannot be issued from C++, e.g.
+    SMDDP_CE_KERNEL_STAGE: the Python helper per call), else the state C++ issues calls with; and the
+    helper asks the set-up for a natively issued engine only where the backend can issue it."""
+    from smdist_launcher.smddp import fast_setup
+
+    assert _helper(1, native_ce=True).allgather_ce_state(0, 1024, "g") == "off"  # a group of one rank
+    monkeypatch.setattr(native_backend, "GlooPath", lambda *args: None)  # the CPU side needs live peers: not here
+    asked: list[bool] = []
+    for native_ce, engine, want in ((True, _Engine(True), ("state", 4096)), (True, _Engine(False), "python"),
+                                    (False, _Engine(False), "python")):
+        def set_up(*args, native_issuer: bool = False, engine: _Engine = engine) -> fast_setup.FastPaths:
+            asked.append(native_issuer)
+            return fast_setup.FastPaths("g/symm", engine)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(fast_setup, "set_up_fast_paths", set_up)
+        helper = _helper(2, native_ce)
+        assert helper.allgather_ce_state(0, 4096, "g") == want
+        assert helper.allgather_ce_plan(4096) == ((0, 4096),)
+    assert asked == [True, True, False]

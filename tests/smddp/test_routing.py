@@ -110,6 +110,6 @@ def test_each_group_flavour_takes_its_own_measured_h100_table() -> None:
     python, native = Router(table={}, gpu=h100), Router(table={}, native=True, gpu=h100)
     assert [python.choose("all_gather", 2, n) for n in (32 * MiB, 128 * MiB, 256 * MiB, 1 * GiB)] == \
         ["nccl", "ce", "nccl", "nccl"]
-    assert [native.choose("all_gather", 2, n) for n in (32 * MiB, 256 * MiB, 512 * MiB, 1 * GiB)] == \
-        ["ce", "ce", "nccl", "nccl"]
+    assert [native.choose("all_gather", 2, n) for n in (32 * MiB, 256 * MiB, 512 * MiB, 1 * GiB, 2 * GiB)] == \
+        ["ce", "ce", "ce", "ce", "nccl"]
     assert Router(table={}, gpu="NVIDIA H200").choose("all_gather", 2, 1 * GiB) == "ce"

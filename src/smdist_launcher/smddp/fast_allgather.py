@@ -10,6 +10,11 @@ is copied on another stream meanwhile. The choreography is issued by the native 
 With the native helper a large call is pipelined in parts (``chunks``, ``SMDDP_CE_CHUNKS``): part k+1
 is staged (a local HBM copy) while part k is pulled over NVLink, one barrier per part, so only the
 first part's staging stays on the critical path instead of the whole input's.
+
+Under the native c10d backend (``native_issuer``) the whole call is issued by C++ (smddp_backend.cpp:
+stage, barrier, pulls and joins in one call, no Python per call); this object then only owns what
+the calls use (buffers, side streams, the parts of each size) and hands it over in
+:meth:`native_state` / :meth:`plan`.
 """
 from __future__ import annotations
 
@@ -113,16 +118,65 @@ def stage_copy(dst: torch.Tensor, src: torch.Tensor, kernel: bool) -> None:
     dst.copy_(src)
 
 
+class PartPlans:
+    """The parts a call of each size is staged and pulled in (:func:`pipeline_parts`), cached per size: a
+    repeated call plans nothing. ``version`` (a CPU int64 tensor, bumped in place whenever ``chunks`` or
+    ``min_part`` change) lets the native backend, which caches the parts too, see a change without the GIL.
+    Not ``pipelined`` (the Python choreography): one part whatever ``chunks`` says."""
+
+    MAX_SIZES = 256  # a training loop repeats a few sizes; a sweep may see many: bounded
+
+    def __init__(self, chunks: int, min_part: int = MIN_PART, pipelined: bool = True) -> None:
+        self._chunks, self._min_part, self.pipelined = chunks, min_part, pipelined
+        self._cache: dict[int, tuple[tuple[int, int], ...]] = {}
+        self.version = torch.zeros(1, dtype=torch.int64)
+
+    @property
+    def chunks(self) -> int:
+        return self._chunks
+
+    @chunks.setter
+    def chunks(self, value: int) -> None:
+        self._chunks = value
+        self._changed()
+
+    @property
+    def min_part(self) -> int:
+        return self._min_part
+
+    @min_part.setter
+    def min_part(self, value: int) -> None:
+        self._min_part = value
+        self._changed()
+
+    def _changed(self) -> None:
+        self._cache.clear()
+        self.version += 1  # in place: the native backend holds this tensor
+
+    def parts(self, nbytes: int) -> tuple[tuple[int, int], ...]:
+        """(start, length) of each part of a call of ``nbytes`` per rank."""
+        parts = self._cache.get(nbytes)
+        if parts is None:
+            parts = tuple(pipeline_parts(nbytes, self._chunks if self.pipelined else 1, self._min_part))
+            if len(self._cache) >= self.MAX_SIZES:
+                self._cache.clear()
+            self._cache[nbytes] = parts
+        return parts
+
+    def barrier_plan(self) -> str:
+        """What sets the number of barriers per call (see CopyEngineAllGather.barrier_plan)."""
+        return f"parts={self._chunks if self.pipelined else 1} min_part={self._min_part}"
+
+
 class CopyEngineAllGather:
     """all_gather_into_tensor for one process group on one NVLink island."""
 
     def __init__(
         self, group_name: str, device: torch.device, rank: int, world_size: int, options: CeOptions | None = None,
+        native_issuer: bool = False,
     ) -> None:
         options = options or ce_options(world_size)
         self.rank, self.world_size = rank, world_size
-        self.chunks = options.chunks  # pipelined parts (native)
-        self.min_part = MIN_PART
         self.splits = options.splits
         self.serial = options.serial  # all pulls one after another on one side stream
         self.kernel_stage = options.kernel_stage  # stage with an SM copy instead of a memcpy
@@ -133,10 +187,50 @@ class CopyEngineAllGather:
         self.buffers = GrowingPair(group_name, device, world_size)
         self.n_pull = (world_size - 1) * self.splits
         self.streams = [torch.cuda.Stream(device=device) for _ in range(self.n_pull + 1)]
-        self.lib = native.load()
+        # The C++ backend issues the calls itself (no ctypes helper needed), except with the SM staging copy.
+        self.native_issuer = native_issuer and not self.kernel_stage
+        self.lib = None if self.native_issuer else native.load()
         self._native: dict[str, Any] = {}
         if self.lib is not None:
             self._set_up_native(self.lib)
+        # parts per size (pipelined only where native code issues the calls)
+        self.plans = PartPlans(options.chunks, MIN_PART,
+                               pipelined=(self.native_issuer or self.lib is not None) and not self.kernel_stage)
+
+    @property
+    def chunks(self) -> int:
+        return self.plans.chunks
+
+    @chunks.setter
+    def chunks(self, value: int) -> None:
+        self.plans.chunks = value
+
+    @property
+    def min_part(self) -> int:
+        return self.plans.min_part
+
+    @min_part.setter
+    def min_part(self, value: int) -> None:
+        self.plans.min_part = value
+
+    @property
+    def pipelined(self) -> bool:
+        """Whether calls are staged and pulled in parts (the native helper or backend issues them)."""
+        return self.plans.pipelined
+
+    def plan(self, nbytes: int) -> tuple[tuple[int, int], ...]:
+        return self.plans.parts(nbytes)
+
+    def native_state(self, nbytes: int) -> tuple[Any, ...]:
+        """What the C++ backend issues calls of up to ``nbytes`` per rank with (collective: every rank
+        asks at the same call, the first and each one that grows the pair): (capacity, buffer addresses
+        [2], rendezvous handles [2], every rank's buffer addresses [2][world], pull stream handles,
+        own-chunk stream handle, splits, serial, plan_version). This object keeps all of it alive."""
+        pair = self.buffers.get(nbytes)
+        peers = [[p.data_ptr() for p in views] for views in pair.peers]
+        return (pair.capacity, [b.data_ptr() for b in pair.buffers], list(pair.handles), peers,
+                [s.cuda_stream for s in self.streams[:-1]], self.streams[-1].cuda_stream, self.splits,
+                self.serial, self.plans.version)
 
     def _set_up_native(self, lib: ctypes.CDLL) -> None:
         ctx = ctypes.c_void_p()
@@ -182,8 +276,7 @@ class CopyEngineAllGather:
     def barrier_plan(self) -> str:
         """What sets the number of barriers per call: every rank of the group must have the same, or
         a rank's pull would meet a peer's barrier of another part (or call): wrong data or a hang."""
-        native = self.lib is not None and not self.kernel_stage
-        return f"parts={self.chunks if native else 1} min_part={self.min_part}"
+        return self.plans.barrier_plan()
 
     def __call__(self, output: torch.Tensor, input: torch.Tensor) -> None:
         nbytes = input.numel() * input.element_size()
@@ -218,7 +311,7 @@ class CopyEngineAllGather:
         ptrs = pair.native_peer_ptrs[turn]
         ms = main.cuda_stream
         out_ptr, in_ptr, buf_ptr = output.data_ptr(), input.data_ptr(), buf.data_ptr()
-        for i, (start, length) in enumerate(pipeline_parts(nbytes, self.chunks, self.min_part)):
+        for i, (start, length) in enumerate(self.plan(nbytes)):
             rc = lib.smddp_ce_stage_part(n["ctx"], ms, n["local"], n["events"], out_ptr, in_ptr, buf_ptr, nbytes,
                                          start, length, self.rank, int(i == 0))
             if rc:

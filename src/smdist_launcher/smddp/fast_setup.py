@@ -28,11 +28,12 @@ class FastPaths:
 
 def set_up_fast_paths(
     store: dist.Store, rank: int, size: int, timeout: timedelta, device: torch.device, group_name: str,
-    options: CeOptions | None = None,
+    options: CeOptions | None = None, native_issuer: bool = False,
 ) -> FastPaths | str:
     """The group's fast paths, or why they are off (every rank decides alike). ``options``: the
     SMDDP_CE_* settings as read and checked at init_process_group (read now when not given), so a
-    setting changed in between cannot fail this collective set-up on one rank only."""
+    setting changed in between cannot fail this collective set-up on one rank only. ``native_issuer``:
+    the native backend issues the AllGather's calls itself (CopyEngineAllGather.native_state)."""
     if os.environ.get("SMDDP_DISABLE_FAST_PATHS", "0") == "1":
         return "SMDDP_DISABLE_FAST_PATHS=1"
     if size < 2:
@@ -50,7 +51,7 @@ def set_up_fast_paths(
         from .symm_buffers import register_group
 
         symm_name = register_group(group_name, store, rank, size, timeout)
-        allgather = CopyEngineAllGather(symm_name, device, rank, size, options)
+        allgather = CopyEngineAllGather(symm_name, device, rank, size, options, native_issuer)
     except (ImportError, AttributeError, RuntimeError) as exc:  # torch without symmetric memory
         # The peers wait for this rank's plan below: answer "off", so they turn the path off too.
         disagreement(store, rank, size, "ce-plan", "off")

@@ -18,6 +18,7 @@ from pathlib import Path
 log = logging.getLogger("smdist_launcher.smddp")
 
 SOURCE_NAME = "ce_pull.cpp"
+HEADER_NAME = "ce_driver.h"  # the choreography, shared with the native backend (smddp_backend.cpp)
 _loaded: ctypes.CDLL | None = None
 _reason: str | None = None
 
@@ -48,9 +49,14 @@ def _cache_dir() -> Path:
     return Path(root)
 
 
+def helper_digest(src: Path) -> str:
+    """The cached library's name part: every byte compiled into it (the source and the header it includes)."""
+    header = src.with_name(HEADER_NAME)
+    return hashlib.sha256(src.read_bytes() + (header.read_bytes() if header.is_file() else b"")).hexdigest()[:16]
+
+
 def _build(src: Path) -> Path:
-    digest = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
-    target = _cache_dir() / f"libsmddp_ce-{digest}.so"
+    target = _cache_dir() / f"libsmddp_ce-{helper_digest(src)}.so"
     if target.is_file():
         return target
     compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")

@@ -33,6 +33,7 @@ log = logging.getLogger("smdist_launcher.smddp")
 
 SOURCE_NAME = "smddp_backend.cpp"
 KERNEL_NAME = "lamport_allreduce.cu"
+CE_HEADER_NAME = "ce_driver.h"
 _module: ModuleType | None = None
 _reason: str | None = None
 
@@ -44,7 +45,10 @@ def source_path() -> Path | None:
 def build_plan(src: Path, kernel: Path | None) -> tuple[str, list[str], list[str]]:
     """(extension name, sources, C++ flags): the name changes with every source byte and torch."""
     sources = [src] + ([kernel] if kernel is not None else [])
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + torch.__version__.encode()).hexdigest()[:12]
+    # The copy-engine choreography header (ce_driver.h) is compiled in too: its bytes are part of the name.
+    headers = [h for h in (src.with_name(CE_HEADER_NAME),) if h.is_file()]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources + headers) + torch.__version__.encode()
+                            ).hexdigest()[:12]
     flags = ["-O2"] + (["-DSMDDP_LAMPORT"] if kernel is not None else [])
     return f"smddp_backend_{digest}", [str(p) for p in sources], flags
 
@@ -60,7 +64,7 @@ def _build(src: Path, kernel: Path | None) -> ModuleType:
     # load() takes a file lock in build_dir, so ranks starting together build once.
     return cpp_extension.load(
         name=name, sources=sources, build_directory=str(build_dir), extra_cflags=flags,
-        extra_cuda_cflags=["-O3"], verbose=False,
+        extra_cuda_cflags=["-O3"], extra_ldflags=["-ldl"], verbose=False,
     )
 
 
@@ -96,10 +100,11 @@ class NativeHelper:
 
     def __init__(
         self, store: dist.Store, rank: int, size: int, timeout: timedelta, lamport_bytes: int = 0,
-        options: CeOptions | None = None,
+        options: CeOptions | None = None, native_ce: bool = False,
     ) -> None:
         self.store, self.rank, self.size, self.timeout = store, rank, size, timeout
         self.ce_options = options or ce_options(size)  # read once, at init_process_group
+        self.native_ce = native_ce  # the C++ backend can issue the copy-engine AllGather itself
         self.lamport_bytes = lamport_bytes  # largest Lamport AllReduce (0: none)
         self._lamport: tuple[Any, ...] | None = None
         self.cpu = GlooPath(store, rank, size, timeout)
@@ -119,7 +124,8 @@ class NativeHelper:
     def _set_up(self, device: torch.device, group_uid: str) -> str:
         from .fast_setup import set_up_fast_paths
 
-        paths = set_up_fast_paths(self.store, self.rank, self.size, self.timeout, device, group_uid, self.ce_options)
+        paths = set_up_fast_paths(self.store, self.rank, self.size, self.timeout, device, group_uid, self.ce_options,
+                                  native_issuer=self.native_ce)
         if isinstance(paths, str):
             return paths
         try:
@@ -171,6 +177,21 @@ class NativeHelper:
         self.allgather(output, input)
         return True
 
+    def allgather_ce_state(self, device_index: int, nbytes: int, group_uid: str) -> tuple[Any, ...] | str:
+        """For the C++ backend's copy-engine AllGather of ``nbytes`` per rank: "off" (NCCL serves, on every
+        rank alike), "python" (each call through :meth:`allgather_ce`), or what C++ issues the calls with
+        (CopyEngineAllGather.native_state). Collective: every rank asks at the same call (the first, and
+        each that needs larger buffers; the C++ side has dropped its references to the old ones)."""
+        if not self._ready(torch.device("cuda", device_index), group_uid):
+            return "off"
+        if not self.allgather.native_issuer:
+            return "python"
+        return self.allgather.native_state(nbytes)
+
+    def allgather_ce_plan(self, nbytes: int) -> tuple[tuple[int, int], ...]:
+        """The parts of a call of ``nbytes`` per rank (cached; C++ caches them too, per plan version)."""
+        return self.allgather.plan(nbytes)
+
     def barrier(self) -> dist.Work:
         # GPU work queued before the barrier finishes first (as NCCL's barrier), then a host barrier.
         if torch.cuda.is_initialized():
@@ -190,7 +211,7 @@ def create(module: ModuleType, store: dist.Store, rank: int, size: int, timeout:
     options = dist.ProcessGroupNCCL.Options()
     options._timeout = timeout
     nccl = dist.ProcessGroupNCCL(dist.PrefixStore("smddp/nccl/", store), rank, size, options)
-    helper = NativeHelper(store, rank, size, timeout, region, ce)
+    helper = NativeHelper(store, rank, size, timeout, region, ce, native_ce=bool(getattr(module, "CE_NATIVE", False)))
     return module.SmddpBackend(rank, size, nccl, helper, native_route_codes(router, size))
 
 

@@ -62,16 +62,14 @@ LAMPORT_ROUTES: dict[tuple[str, int], Route] = {
 }
 
 # Per GPU model, where the copy-engine AllGather measured differently from the H200 table above.
-# 2x H100, 2026-11-27 21:35 UTC (benchmarks/collectives.py --ag-pipeline, bf16 and fp32), the copy
-# engines with staging pipelined in parts (fast_allgather.DEFAULT_CHUNKS) against NCCL in the same
-# run: 32 MiB 1.08x (one part; earlier runs 1.07-1.10x), 64 MiB 1.05-1.07x, 128 MiB 1.05x,
-# 256 MiB 1.03x, 512 MiB 1.01x, 1 GiB 0.98x; 16 MiB lost (0.83-0.93x, earlier run). So: the copy engines
-# from 32 MiB to just under 512 MiB, NCCL elsewhere. In the FSDP2 1.3B step (benchmarks/smddp_fsdp2_step.py,
-# 2026-11-27 21:53 UTC, both models in one process, rounds alternated; 49 AllGathers of 101/262 MB a step,
-# all on the copy engines) routed smddp took 0.998x NCCL's median step time, while the same model with its
-# AllGather forced to NCCL (identical paths) measured 1.05x: the step resolves +-5%, so no route change.
+# 2x H100, 2026-11-28 00:31 UTC (benchmarks/collectives.py --ag-pipeline --ag-variants ce:default, bf16,
+# docs/benchmarks.md "issue 31"): the AllGather issued whole by the native backend (no Python per call), its
+# staging pipelined in the default parts, the own chunk copied after the first part's staging; against NCCL
+# in the same run: 32 MiB 1.27x, 64 MiB 1.18x, 128 MiB 1.15x, 256 MiB 1.12x, 512 MiB 1.09x, 1 GiB 1.04x (every
+# cell equal to NCCL's output). So the copy engines from 32 MiB to 1 GiB; below 32 MiB (16 MiB lost, 0.83-0.93x,
+# 2026-11-27, with Python per call; not re-measured) and above 1 GiB (not measured; the ratio falls with size) NCCL.
 GPU_ROUTES: dict[str, dict[tuple[str, int], Route]] = {
-    "H100": {("all_gather", 2): [(32 * MiB - 1, "nccl"), (512 * MiB - 1, "ce"), (UNBOUNDED, "nccl")]},
+    "H100": {("all_gather", 2): [(32 * MiB - 1, "nccl"), (1 * GiB, "ce"), (UNBOUNDED, "nccl")]},
 }
 # The Python group (SMDDP_NATIVE_BACKEND=0, or no compiler) stages in one part: on 2x H100 the unpipelined
 # copy engines measured 1.00-1.04x from 64 MiB to 128 MiB (2026-11-27 runs 1 and 2), 0.98x at 256 MiB, 0.96x at
