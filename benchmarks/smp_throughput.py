@@ -3,9 +3,12 @@
 Run (4 GPUs):  python3 -m torch.distributed.run --standalone --nproc-per-node 4 benchmarks/smp_throughput.py --out DIR
 CPU smoke:     python -m torch.distributed.run --standalone --nproc-per-node 4 benchmarks/smp_throughput.py --tiny
 
-Every configuration trains the same GPT-style model (smdist_launcher.smp.reference_models) in bf16
-(FSDP2 MixedPrecisionPolicy: bf16 params, fp32 reductions; fp32 AdamW state) on random tokens, with the
-same global batch: TP configurations give each data-parallel group tp x the per-GPU batch.
+Every configuration trains the same GPT-style model in bf16 (FSDP2 MixedPrecisionPolicy: bf16 params, fp32
+reductions; fp32 AdamW state) on random tokens, with the same global batch: TP configurations give each
+data-parallel group tp x the per-GPU batch. The model is called as AWS's scripts call a Hugging Face causal LM,
+``model(input_ids=..., labels=...).loss`` (smdist_launcher.smp.reference_causal_lm: HF's ForCausalLMLoss), so
+TP configurations compute the loss vocabulary-parallel (TPOptions.vocab_parallel_loss; "-vploss" turns it off:
+logits all-gathered, the whole loss on every TP rank).
 Reported per configuration: tokens/s/GPU, MFU (989 TFLOP/s; 6N + 12*L*d*seq FLOPs per token), peak
 allocated memory (max over ranks). One JSON line per configuration is appended to DIR/results.jsonl as
 soon as it is measured, so a later failure loses nothing.
@@ -41,7 +44,8 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 import smdist_launcher.smp as tsm  # noqa: E402
-from smdist_launcher.smp.reference_models import GPT, GPTConfig, lm_loss  # noqa: E402
+from smdist_launcher.smp.reference_causal_lm import GPTForCausalLM  # noqa: E402
+from smdist_launcher.smp.reference_models import GPTConfig  # noqa: E402
 from smdist_launcher.smp.state import reset_state  # noqa: E402
 from smdist_launcher.smp.tensor_parallel import local_modules  # noqa: E402
 
@@ -86,6 +90,8 @@ def cases(tiny: bool) -> list[Case]:
             Case("smp tp1", "tiny", 32, 2, "smp"),
             Case("smp tp1+offload", "tiny", 32, 2, "smp", offload=1.0, horizon=1),
             Case("smp tp2", "tiny", 32, 2, "smp", {"tensor_parallel_degree": 2}),
+            Case("smp tp2 -vploss", "tiny", 32, 2, "smp", {"tensor_parallel_degree": 2},
+                 tp_options={"vocab_parallel_loss": False}),
             Case("smp tp2 base", "tiny", 32, 2, "smp", {"tensor_parallel_degree": 2},
                  tp_options={"batch_split_sp": False, "grouped_partial_grads": False}),
             Case("smp tp2 prev", "tiny", 32, 2, "smp", {"tensor_parallel_degree": 2}, tp_options=PREV),
@@ -112,6 +118,7 @@ def cases(tiny: bool) -> list[Case]:
             off = {"batch_split_sp": False, "grouped_partial_grads": False}
             out += [
                 Case("smp tp2 no-SP", model, seq, b, "smp", tp2, sp=False),
+                Case("smp tp2 -vploss", model, seq, b, "smp", tp2, tp_options={"vocab_parallel_loss": False}),
                 Case("smp tp2 base", model, seq, b, "smp", tp2, tp_options=off),
                 Case("smp tp2 +batchsplit", model, seq, b, "smp", tp2, tp_options={**off, "batch_split_sp": True}),
                 Case("smp tp2 +grouped", model, seq, b, "smp", tp2, tp_options={**off, "grouped_partial_grads": True}),
@@ -131,6 +138,8 @@ def cases(tiny: bool) -> list[Case]:
     out += [
         Case("fsdp2+ac s8k", "6.7b", 8192, 1, "fsdp2", ac=True),
         Case("smp tp2+ac s8k", "6.7b", 8192, 1, "smp", s8k, ac=True),
+        Case("smp tp2+ac -vploss s8k", "6.7b", 8192, 1, "smp", s8k, ac=True,
+             tp_options={"vocab_parallel_loss": False}),
         Case("smp tp2+ac prev s8k", "6.7b", 8192, 1, "smp", s8k, ac=True, tp_options=PREV),
         Case("smp tp2+ac+async s8k", "6.7b", 8192, 1, "smp", s8k, ac=True, tp_options={"async_tp": True}),
         Case("smp tp2 s8k", "6.7b", 8192, 1, "smp", s8k),  # may not fit: after the AC run
@@ -153,7 +162,7 @@ def build(case: Case, device: torch.device, world: int):
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if device.type == "cuda" \
         else MixedPrecisionPolicy()
     with torch.device("meta"):
-        model = GPT(cfg)
+        model = GPTForCausalLM(cfg)
     offloader = None
     if case.mode == "fsdp2":
         mesh = init_device_mesh(device.type, (world,))
@@ -188,11 +197,11 @@ def run_case(case: Case, device: torch.device, warmup: int, steps: int) -> dict:
     global_batch = round(case.batch_per_gpu * world)
     local_batch = global_batch // dp
     g = torch.Generator(device=device).manual_seed(1234 + (tsm.state.dp_rank if case.mode == "smp" else dist.get_rank()))
-    tokens = torch.randint(0, cfg.vocab_size, (local_batch, case.seq + 1), device=device, generator=g)
-    x, y = tokens[:, :-1], tokens[:, 1:]
+    x = torch.randint(0, cfg.vocab_size, (local_batch, case.seq), device=device, generator=g)
+    y = x  # labels: shifted by one inside the loss, as Hugging Face's
 
     def step() -> torch.Tensor:
-        loss = lm_loss(model(x), y)
+        loss = model(input_ids=x, labels=y).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -262,7 +271,7 @@ def host_profile(step, device: torch.device) -> dict:
 def phase_times(model, opt, x, y, device: torch.device) -> dict:
     """One extra step with a sync between forward, backward and optimizer (rank 0's view)."""
     marks = [time.perf_counter()]
-    loss = lm_loss(model(x), y)
+    loss = model(input_ids=x, labels=y).loss
     sync(device)
     marks.append(time.perf_counter())
     loss.backward()

@@ -48,10 +48,11 @@ def build(kind: str, delayed: bool, flash: bool) -> torch.nn.Module:
     def ctx() -> contextlib.AbstractContextManager[None]:
         return init_empty_weights() if delayed else contextlib.nullcontext()
 
-    if kind == "gpt":
-        from smdist_launcher.smp.reference_models import GPT, GPTConfig
+    if kind == "gpt":  # called as a Hugging Face causal LM (labels): the vocabulary-parallel loss under TP
+        from smdist_launcher.smp.reference_causal_lm import GPTForCausalLM
+        from smdist_launcher.smp.reference_models import GPTConfig
         with ctx():
-            return GPT(GPTConfig(dim=64, n_layers=2, n_heads=4, vocab_size=256))
+            return GPTForCausalLM(GPTConfig(dim=64, n_layers=2, n_heads=4, vocab_size=256))
     from transformers import AutoModelForCausalLM
     with ctx():
         model = AutoModelForCausalLM.from_config(small_config(kind))
@@ -201,9 +202,6 @@ def check_sharded_round_trip(model: torch.nn.Module, opt: torch.optim.Optimizer,
 
 
 def forward_loss(model: torch.nn.Module, ids: torch.Tensor, kind: str) -> torch.Tensor:
-    if kind == "gpt":
-        from smdist_launcher.smp.reference_models import lm_loss
-        return lm_loss(model(ids[:, :-1]), ids[:, 1:])
     return model(input_ids=ids, labels=ids).loss
 
 

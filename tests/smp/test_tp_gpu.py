@@ -4,6 +4,9 @@ fp32 (TF32 off): the defaults (unit_dp, LocalShard, weight recasts), the default
 fused row projections, CUDA only: the CPU suite cannot see it) and the input re-gather, and everything off all
 match one process; bf16: the first two match the all-off run (FSDP2 over the one-rank mesh) within bf16 rounding.
 Passed on 2x H100 (torch 2.11, 2026-11-27) with async TP and the re-gather as the defaults of that run.
+A causal LM called with labels: the vocabulary-parallel loss (logits left sharded) equals one process's in fp32
+(the reference GPT as a Hugging Face-style LM; transformers' GPT-NeoX where installed) and a bf16 step's peak
+memory drops by more than the full float32 logits with it on.
 """
 from __future__ import annotations
 
@@ -39,3 +42,22 @@ def test_bf16_matches_the_fsdp2_path(rows: dict[str, dict], name: str) -> None:
     row, off = rows[f"bf16:{name}"], rows["bf16:all_off"]
     assert row["losses"] == pytest.approx(off["losses"], rel=2e-2), (row, off)
     assert row["norms"] == pytest.approx(off["norms"], rel=5e-2), (row, off)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("model", ["gpt", "neox"])
+def test_vocabulary_parallel_loss_matches_one_process(rows: dict[str, dict], model: str) -> None:
+    row = rows.get(f"vploss:{model}")
+    if row is None:
+        pytest.skip("needs transformers (GPU image)")
+    assert (row["logits"], row["local_vocab"]) == ("DTensor", row["vocab"] // 2), row  # not gathered
+    assert row["loss"] == pytest.approx(row["ref_loss"], rel=1e-4), row
+    assert row["norm"] == pytest.approx(row["ref_norm"], rel=1e-4), row
+
+
+@pytest.mark.gpu
+def test_vocabulary_parallel_loss_lowers_the_tp2_peak(rows: dict[str, dict]) -> None:
+    row = rows["vploss:memory"]
+    assert row["on_loss"] == pytest.approx(row["off_loss"], rel=1e-2), row  # bf16 logits either way
+    # gathered: the full logits, their float32 upcast, log-softmax and gradient on every TP rank
+    assert row["on_peak_mib"] < row["off_peak_mib"] - row["logits_fp32_mib"], row

@@ -10,6 +10,8 @@ the same. With every rank a TP rank (a one-rank data-parallel mesh) ``tsm.shard_
 ``DTensor.from_local`` per gradient (unit_dp, LocalShard) and trains bit for bit like FSDP2 under bf16 mixed
 precision, and its DCP checkpoint round-trips; after a forward the bf16 weight casts are not kept (lean_saves),
 nor, with ``regather_input`` (off by default: it did not pay on GPUs), the SP norms' gathered outputs.
+A Hugging Face-style causal LM called with labels computes its loss over each rank's vocabulary slice (logits not
+gathered) with the single-process loss and gradients; the calls it does not cover return what they did.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ EXACT = ["fsdp2:batch", "fsdp2:seq", "fsdp1:batch", "fsdp1-orig:batch", "fsdp1-o
 
 @pytest.fixture(scope="module")
 def rows() -> dict[str, dict]:
-    checks = ["layout", "recompute", "host", "mixed", "lean", "checkpoint", *EXACT, "fsdp2:compile"]
+    checks = ["layout", "recompute", "host", "mixed", "lean", "checkpoint", "vploss", *EXACT, "fsdp2:compile"]
     found, _ = torchrun(WORKER, 2, [",".join(checks)], timeout=300)
     return found
 
@@ -102,3 +104,31 @@ def test_unit_dp_checkpoint_round_trips(rows: dict[str, dict]) -> None:
     row = rows["checkpoint"]
     assert row["keys_match"] and row["max_abs_diff"] == 0.0, row  # the single-process model's names and values
     assert row["loaded_next_loss"] == row["next_loss"], row  # optimizer state too
+
+
+VOCAB_PARALLEL = ["unit_dp", "unit_dp:items", "fsdp2", "fsdp1", "fsdp1-orig", "ac", "tied"]
+
+
+@pytest.mark.parametrize("mode", VOCAB_PARALLEL)
+def test_labels_give_a_vocabulary_parallel_loss_equal_to_one_process(rows: dict[str, dict], mode: str) -> None:
+    row = rows["vploss"][mode]
+    # each rank kept its half of the 64-token vocabulary (the gathered path returned all 64, a plain tensor)
+    assert (row["logits"], row["local_vocab"]) == ("DTensor", 32), row
+    assert row["logits_diff"] < 1e-5, row  # full_tensor() gives the full logits
+    # ignored tokens and num_items_in_batch included: the loss, every gradient, the loss after one SGD step
+    assert row["loss"] == pytest.approx(row["ref_loss"], rel=1e-5), row
+    assert row["norm"] == pytest.approx(row["ref_norm"], rel=1e-5), row
+    assert row["next"] == pytest.approx(row["ref_next"], rel=1e-5), row
+    assert mode.startswith("fsdp1") or (row["grads"] >= 23 and row["grad_diff"] < 1e-5), row
+
+
+@pytest.mark.parametrize("mode", ["off", "keep", "nosp"])
+def test_calls_the_vocabulary_parallel_loss_does_not_cover_are_unchanged(rows: dict[str, dict], mode: str) -> None:
+    # TPOptions.vocab_parallel_loss off, logits_to_keep=1, no sequence parallelism (the head is not sharded):
+    # gathered logits, the model's own loss
+    row = rows["vploss"][mode]
+    assert (row["logits"], row["local_vocab"]) == ("Tensor", 64), row
+    assert row["loss"] == pytest.approx(row["ref_loss"], rel=1e-5), row
+    assert row["next"] == pytest.approx(row["ref_next"], rel=1e-5), row
+    if mode == "off":  # and a call without labels returns the same gathered logits with the option on or off
+        assert rows["vploss"]["unit_dp"]["plain"] == row["plain"]

@@ -4,6 +4,10 @@ For each of: the defaults (unit_dp, LocalShard, weight recasts), the defaults wi
 fused row projections) and the input re-gather, and every option off (FSDP2 over the one-rank mesh, the earlier
 behaviour): two AdamW steps of a small reference GPT in fp32 (TF32 off), and the same with bf16 mixed precision
 against the all-off run.
+Then the vocabulary-parallel loss of a causal LM called with labels (``vploss:*``): in fp32 against one process
+(the reference GPT as a Hugging Face-style LM, and transformers' GPT-NeoX where transformers is installed), and
+one bf16 step's peak memory with ``TPOptions.vocab_parallel_loss`` on and off (a 32k vocabulary: the logits
+dominate).
 One ``RESULT {json}`` line on rank 0 per case (tests/smp/test_tp_gpu.py asserts on them).
 """
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -81,8 +86,81 @@ def main() -> None:
                                               if device.type == "cuda" else 0.0}), flush=True)
             del model
     local_modules.OPTIONS = local_modules.TPOptions()
+    vocab_parallel(device)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def _emit(row: dict) -> None:
+    if dist.get_rank() == 0:
+        print("RESULT " + json.dumps(row), flush=True)
+
+
+def _loss_and_norm(model: torch.nn.Module, ids: torch.Tensor, labels: torch.Tensor, clip) -> tuple[float, float, Any]:
+    out = model(input_ids=ids, labels=labels)
+    out.loss.backward()
+    return float(out.loss), float(clip(model)), out.logits
+
+
+def vocab_parallel(device: torch.device) -> None:
+    import importlib.util
+
+    from torch.distributed.tensor import DTensor
+
+    from smdist_launcher.smp.reference_causal_lm import GPTForCausalLM
+    torch.manual_seed(0)
+    models = {"gpt": lambda: GPTForCausalLM(CFG)}
+    if importlib.util.find_spec("transformers") is not None:
+        import transformers
+        cfg = transformers.GPTNeoXConfig(vocab_size=512, hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
+                                         intermediate_size=1024, max_position_embeddings=128)
+        models["neox"] = lambda: transformers.AutoModelForCausalLM.from_config(cfg)
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, CFG.vocab_size, (4, 64), generator=g).to(device)
+    labels = ids.clone()
+    labels[:, :5] = -100
+    for name, make in models.items():
+        base = make().to(device)
+        ref = _loss_and_norm(copy.deepcopy(base), ids, labels,
+                             lambda m: torch.nn.utils.clip_grad_norm_(m.parameters(), 1e9))
+        reset_state()
+        tsm.init({"tensor_parallel_degree": 2})
+        model = tsm.shard_model(tsm.transform(copy.deepcopy(base)))
+        got = _loss_and_norm(model, ids, labels, lambda m: clip_grad_norm_(m, 1e9))
+        logits = got[2]
+        _emit({"check": f"vploss:{name}", "loss": got[0], "norm": got[1], "ref_loss": ref[0], "ref_norm": ref[1],
+               "logits": type(logits).__name__,
+               "local_vocab": (logits.to_local() if isinstance(logits, DTensor) else logits).shape[-1],
+               "vocab": logits.shape[-1]})
+        del model, base
+    if device.type != "cuda":
+        return
+    # peak memory: one bf16 step of a model whose logits dominate (batch 8 x seq 512 x vocab 32768)
+    big = GPTConfig(dim=256, n_layers=2, n_heads=4, vocab_size=32768)
+    torch.manual_seed(0)
+    base = GPTForCausalLM(big).to(device)
+    ids = torch.randint(0, big.vocab_size, (8, 512), generator=g).to(device)
+    bf16 = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    row: dict = {"check": "vploss:memory", "logits_fp32_mib": 8 * 512 * big.vocab_size * 4 / 2**20}
+    for on in (True, False):
+        local_modules.OPTIONS = local_modules.TPOptions(vocab_parallel_loss=on)
+        reset_state()
+        tsm.init({"tensor_parallel_degree": 2})
+        model = tsm.shard_model(tsm.transform(copy.deepcopy(base)), mp_policy=bf16)
+        model(input_ids=ids, labels=ids).loss.backward()  # warm-up: gradients allocated
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        torch.cuda.synchronize()
+        key = "on" if on else "off"
+        row[f"{key}_loss"] = float(loss)
+        row[f"{key}_peak_mib"] = (torch.cuda.max_memory_allocated() - before) / 2**20
+        del model, loss
+        torch.cuda.empty_cache()
+    local_modules.OPTIONS = local_modules.TPOptions()
+    _emit(row)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,11 @@ Checks (one ``RESULT {json}`` line each on rank 0; tests/smp/test_tp_local_modul
 - ``fsdp1-orig:frozen``: the same with some norm parameters frozen (FSDP1 puts them in the trained flat parameter);
 - ``recompute``: activation checkpointing (reentrant on a middle block, non-reentrant on every block) with three
   forwards of different shapes before one backward (one neither of whose dimensions divides: not split): each
-  recompute splits as its own forward did.
+  recompute splits as its own forward did;
+- ``vploss``: a Hugging Face-style causal LM called with labels (ignored tokens, ``num_items_in_batch``): the
+  vocabulary-parallel loss under unit_dp, FSDP2, FSDP1 (use_orig_params off/on), activation checkpointing, without
+  sequence parallelism and with a tied head gives the single-process loss, gradients and next loss, its logits
+  left sharded; calls it does not cover (no labels, the option off, ``logits_to_keep``) return what they did.
 """
 from __future__ import annotations
 
@@ -348,6 +352,77 @@ def lean_saves(base: torch.nn.Module) -> dict:
     return row
 
 
+def vocab_parallel() -> dict:
+    """One SGD step per mode: loss, per-parameter gradients (DTensor modes) or their norm (FSDP1), the next loss,
+    the logits' type and local vocabulary, each against the single-process model (see the module docstring)."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    from torch.distributed.tensor import DTensor
+
+    from smdist_launcher.smp.reference_causal_lm import GPTForCausalLM
+    from smdist_launcher.smp.tensor_parallel import vocab_parallel_loss
+    vocab_parallel_loss.CHUNK_ELEMENTS = 100  # 3 of the 16 tokens per float32 chunk: several chunks, a short last one
+    torch.manual_seed(2)
+    bases = {"untied": GPTForCausalLM(CFG), "tied": GPTForCausalLM(CFG, tied=True)}
+    ids = torch.randint(0, CFG.vocab_size, (2, SEQ), generator=torch.Generator().manual_seed(9))
+    labels = ids.clone()
+    labels[0, 2] = -100
+    labels[1, 5:] = -100
+    items = {"num_items_in_batch": torch.tensor(11)}
+    modes = {  # name: (model, wrapper, forward keywords, TPOptions)
+        "unit_dp": ("untied", "unit_dp", {}, {}), "unit_dp:items": ("untied", "unit_dp", items, {}),
+        "fsdp2": ("untied", "fsdp2", items, {"unit_dp_without_fsdp": False}),
+        "fsdp1": ("untied", "fsdp1", {}, {}), "fsdp1-orig": ("untied", "fsdp1-orig", items, {}),
+        "ac": ("untied", "ac", {}, {}), "nosp": ("untied", "nosp", items, {}), "tied": ("tied", "unit_dp", items, {}),
+        # not covered: the gathered path as before
+        "off": ("untied", "unit_dp", {}, {"vocab_parallel_loss": False}),
+        "keep": ("untied", "unit_dp", {"logits_to_keep": 1, "shift_labels": labels[:, -1:]}, {}),
+    }
+
+    def step(model: torch.nn.Module, kw: dict, clip) -> tuple[float, float, float, torch.Tensor, dict]:
+        opt = torch.optim.SGD(model.parameters(), lr=LR)
+        out = model(input_ids=ids, labels=labels, **kw)
+        out.loss.backward()
+        grads = {n.replace("_checkpoint_wrapped_module.", ""): local_grad(p.grad)
+                 for n, p in model.named_parameters() if isinstance(p.grad, DTensor) or not hasattr(model, "module")}
+        norm = float(clip(model))
+        opt.step()
+        opt.zero_grad()
+        nxt = model(input_ids=ids, labels=labels, **kw).loss
+        return float(out.loss), norm, float(nxt), out.logits, grads
+
+    row: dict = {}
+    for name, (which, wrapper, kw, options) in modes.items():
+        ref = step(copy.deepcopy(bases[which]), kw, lambda m: torch.nn.utils.clip_grad_norm_(m.parameters(), 1e9))
+        _options(**options)
+        reset_state()
+        tsm.init({"tensor_parallel_degree": 2})
+        model = tsm.transform(copy.deepcopy(bases[which]), sequence_parallel=wrapper != "nosp")
+        if wrapper == "ac":
+            for i, layer in enumerate(model.layers):
+                model.layers[i] = checkpoint_wrapper(layer, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+        if wrapper.startswith("fsdp1"):
+            model = FullyShardedDataParallel(model, auto_wrap_policy=ModuleWrapPolicy({type(model.layers[0])}),
+                                             use_orig_params=wrapper == "fsdp1-orig", device_id=torch.device("cpu"))
+        else:
+            model = tsm.shard_model(model)
+        plain = model(input_ids=ids).logits if name in ("unit_dp", "off") else None  # a call without labels
+        got = step(model, kw, lambda m: clip_grad_norm_(m, 1e9))
+        logits = got[3]
+        full = logits.full_tensor() if isinstance(logits, DTensor) else logits
+        row[name] = {"loss": got[0], "ref_loss": ref[0], "norm": got[1], "ref_norm": ref[1], "next": got[2],
+                     "ref_next": ref[2], "logits": type(logits).__name__,
+                     "local_vocab": (logits.to_local() if isinstance(logits, DTensor) else logits).shape[-1],
+                     "logits_diff": float((full - ref[3]).abs().max()),
+                     "grads": len(got[4]),
+                     "grad_diff": max((float((g - ref[4][n]).abs().max()) for n, g in got[4].items()), default=0.0)}
+        if plain is not None:  # the gathered logits, the same with the option on or off
+            row[name]["plain"] = [type(plain).__name__, plain.tolist()]
+    _options()
+    vocab_parallel_loss.CHUNK_ELEMENTS = 1 << 25
+    return row
+
+
 def emit(**row) -> None:
     if dist.get_rank() == 0:
         print("RESULT " + json.dumps(row), flush=True)
@@ -364,12 +439,14 @@ def main() -> None:
         emit(check="layout", **layout(base))
     if "recompute" in which:
         emit(check="recompute", **recompute())
+    if "vploss" in which:
+        emit(check="vploss", **vocab_parallel())
     extra = {"host": host_work, "mixed": mixed_precision, "lean": lean_saves, "checkpoint": checkpoint}
     for name in which:
         if name in extra:
             emit(check=name, **extra[name](base))
     for name in which:
-        if name in ("layout", "recompute", *extra):
+        if name in ("layout", "recompute", "vploss", *extra):
             continue
         wrapper, _, split = name.partition(":")
         steps = data(2 if split in ("batch", "compile", "frozen") else 1)

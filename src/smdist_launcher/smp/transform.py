@@ -16,7 +16,7 @@ from .activation_checkpoint import block_names
 from .config import check_against_world, load_config, raw_parameters
 from .mesh import build_mesh, layout_for
 from .state import SMPState, state
-from .tensor_parallel import local_modules, unit_dp
+from .tensor_parallel import local_modules, unit_dp, vocab_parallel_loss
 from .tensor_parallel.transformer import mark_transformer_layers
 from .tp_plan import TPPlan, check_head_split, divide_head_counts, find_blocks, infer_plan
 
@@ -90,6 +90,8 @@ def transform(model: nn.Module, device: torch.device | str | None = None, dtype:
             # a caller's own plan= goes through DTensor's parallelize_module as given.
             chosen.sequence_parallel = local_modules.apply(model, chosen.styles, chosen.blocks,
                                                            chosen.sequence_parallel, state.tp_mesh)
+            # a causal LM called with labels: its loss over each rank's vocabulary slice (no logits gather)
+            vocab_parallel_loss.install(model)
         else:
             parallelize_module(model, state.tp_mesh, chosen.styles)
         divide_head_counts(model, chosen.attention_modules, tp)

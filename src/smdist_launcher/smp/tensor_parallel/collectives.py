@@ -34,11 +34,14 @@ def _compiling() -> bool:
     return torch.compiler.is_compiling()
 
 
-def all_reduce(x: torch.Tensor, group: Any) -> torch.Tensor:
+_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
+
+
+def all_reduce(x: torch.Tensor, group: Any, op: str = "sum") -> torch.Tensor:
     if _compiling():
-        return funcol.all_reduce(x, "sum", group)
+        return funcol.all_reduce(x, op, group)
     x = x.contiguous()
-    dist.all_reduce(x, group=group)
+    dist.all_reduce(x, op=_OPS[op], group=group)
     return x
 
 

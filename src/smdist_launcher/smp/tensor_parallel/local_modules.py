@@ -18,7 +18,8 @@ the local shards and runs plain matmuls with one explicit collective per boundar
 - the parameters whose gradients are partial sums under sequence parallelism (norm weights/biases, row-parallel
   biases) go through one ``CopyToTPGrouped`` per block: one all-reduce of the block's flattened partial gradients
   inside backward, before the block's gradients reach FSDP (FSDP1, FSDP2, gradient accumulation unchanged);
-- vocabulary-parallel embedding and LM head (rows of the vocabulary per rank; logits all-gathered).
+- vocabulary-parallel embedding and LM head (rows of the vocabulary per rank; logits all-gathered, except for a
+  causal LM's loss with labels, computed over each rank's slice: ``vocab_parallel_loss``).
 
 The host runs a handful of Python calls per block instead of DTensor's dispatch and redistribution per op.
 A DTensor parameter's local shard comes through ``LocalShard`` (its gradient wrapped back without
@@ -66,6 +67,8 @@ class TPOptions:
     fast_local: bool = True  # a parameter's local shard through LocalShard (no DTensor.from_local per gradient)
     unit_dp_without_fsdp: bool = True  # shard_model over a one-rank data-parallel mesh: casts, no FSDP2 (unit_dp)
     recast_weights: bool = True  # unit_dp's bf16 weight casts not kept for backward: cast again (lean_saves)
+    # a causal LM called with labels: the loss over each rank's vocabulary slice, logits not all-gathered
+    vocab_parallel_loss: bool = True
     # Measured, did not pay (off): the re-gather cost 8-10 % of the 1.3B step and did not lower its peak (the
     # logits and loss set it); async TP was faster in one run and slower in another, and slower at 6.7B s8k.
     regather_input: bool = False  # column projections keep the SP chunk, all-gather it again in backward
@@ -137,9 +140,11 @@ class TPInfo:
     """What a swapped module's forward needs; shared by reference (deepcopy keeps the process group)."""
 
     def __init__(self, group: Any, rank: int, size: int, sp: bool, copy_input: bool = False,
-                 layout: SPLayout | None = None) -> None:
+                 layout: SPLayout | None = None, mesh: DeviceMesh | None = None) -> None:
         self.group, self.rank, self.size, self.sp, self.copy_input = group, rank, size, sp, copy_input
         self.layout = layout or SPLayout()
+        self.mesh = mesh  # the LM head's: its vocabulary-sharded logits are DTensors on it
+        self.keep_local = 0  # the LM head inside a vocabulary-parallel loss's forward: logits not gathered
 
     def __deepcopy__(self, memo: dict[int, Any]) -> TPInfo:
         return self
@@ -216,7 +221,29 @@ def _head_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     info = _info(self)
     x = CopyToTP.apply(x, info.group)
     y = lean_saves.linear(x, local(self.weight), None if self.bias is None else local(self.bias))
+    if info.keep_local:  # the caller computes the loss over each rank's vocabulary slice (vocab_parallel_loss)
+        return sharded_logits(y, self.out_features, info)
     return GatherToReplicated.apply(y, y.dim() - 1, info.group)
+
+
+def vocab_start(vocab: int, info: TPInfo) -> int:
+    """The first vocabulary row of this rank's head (and embedding) shard: DTensor's Shard(0) chunks (ceil-sized,
+    the last ones shorter or empty when the vocabulary does not divide)."""
+    return min(info.rank * -(-vocab // info.size), vocab)
+
+
+def sharded_logits(y: torch.Tensor, vocab: int, info: TPInfo) -> DTensor:
+    """This rank's logits slice as the full logits' DTensor (Shard on the vocabulary over the TP mesh), no copy:
+    ``full_tensor()`` gathers them; gradients flow back to the slice."""
+    assert info.mesh is not None
+    shape = (*y.shape[:-1], vocab)
+    stride: list[int] = []
+    step = 1
+    for size in reversed(shape):  # the full logits' contiguous strides
+        stride.insert(0, step)
+        step *= size
+    return DTensor.from_local(y, info.mesh, [Shard(y.dim() - 1)], run_check=False, shape=torch.Size(shape),
+                              stride=tuple(stride))
 
 
 def _embedding_forward(self: nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
@@ -425,7 +452,7 @@ def apply(model: nn.Module, styles: dict[str, Any], blocks: list[str], sequence_
             sharder.shard(mod, "weight", 0)
             sharder.shard(mod, "bias", 0)
             if block is None and blocks:
-                _set_role(mod, "head", TPInfo(group, rank, size, sp, layout=layout))
+                _set_role(mod, "head", TPInfo(group, rank, size, sp, layout=layout, mesh=mesh))
             else:
                 parent = name.rpartition(".")[0]
                 in_module = block is not None and parent != block
