@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -14,6 +15,15 @@ import pytest
 pytest_plugins = ["backends.moto_s3", "skip_policy"]
 
 MNIST_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "mnist"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background by a non-interactive shell (`cmd &`) inherits SIGINT ignored, and an
+    ignored signal stays ignored across exec: every `smdist run` a test spawns would then ignore the Ctrl-C the
+    test sends (Python installs no KeyboardInterrupt handler over SIG_IGN). A handled signal is reset to the
+    default at exec, so handling it here gives the children the default a terminal would."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -14,8 +14,9 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mnist"
 
 
 
-@pytest.mark.parametrize("launcher", ["torch_distributed", pytest.param("pytorchddp", marks=pytest.mark.mpi),
-                                      pytest.param("mpi", marks=pytest.mark.mpi)])
+# One launcher through the CLI: mpirun's (mpi, pytorchddp) runs the process backend in test_runtime_scripts,
+# test_exposure, test_heterogeneous and test_faults; the CLI path is the same for every launcher.
+@pytest.mark.parametrize("launcher", ["torch_distributed"])
 def test_mnist_example_runs_on_two_hosts(ws, tiny_mnist, capsys, launcher):
     jobs = str(ws.jobs)
     code = main(["run", str(EXAMPLE / f"job_{launcher}.yaml"), "--instance-count", "2", "--processes-per-host", "2",

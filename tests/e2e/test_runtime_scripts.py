@@ -53,8 +53,10 @@ def test_smp_example_trains_on_two_hosts(ws, capsys, job, steps):
             assert any(n.startswith("checkpoint/") for n in tar.getnames())
 
 
+# pytorchddp's job: smdistributed.dataparallel's (job_dataparallel.yaml) runs the same mpirun + smddprun on the process
+# backend in test_sagemaker_scripts (smddp_legacy_api, smddp_modern_api), and its plan is pinned.
 @pytest.mark.mpi
-@pytest.mark.parametrize("job", ["job_pytorchddp.yaml", "job_dataparallel.yaml"])
+@pytest.mark.parametrize("job", ["job_pytorchddp.yaml"])
 def test_smddp_two_line_change_on_two_hosts(ws, capsys, monkeypatch, job):
     # smddprun must come from the runtime's own PATH handling, not from an activated venv.
     bindir = os.path.dirname(sys.executable)

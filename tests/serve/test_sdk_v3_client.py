@@ -28,6 +28,8 @@ TORCH_SCRIPT = r'''
 import json, os, sys
 import torch.distributed as dist
 dist.init_process_group("gloo")
+# gloo's connect handshake: a rank that leaves right after its init can close a pair its peer is still confirming
+dist.barrier()
 rank, world = dist.get_rank(), dist.get_world_size()
 print(f"rank {rank} of world size {world} on {os.environ['SM_CURRENT_HOST']} args {sys.argv[1:]}", flush=True)
 if rank == 0:

@@ -1,5 +1,5 @@
 """The netns backend: every simulated host in its own network namespace with its own sshd. The mnist example on
-2 hosts x 2 processes under mpi, pytorchddp (real mpirun over real ssh) and torch_distributed; a worker host
+2 hosts x 2 processes under mpi (real mpirun over real ssh) and torch_distributed; a worker host
 killed with SIGKILL ends the whole job, named, with no process or namespace left."""
 from __future__ import annotations
 
@@ -31,8 +31,9 @@ def _assert_nothing_left(job) -> None:
     assert not (job.job_dir / "ssh").exists()  # the job's private key is gone
 
 
-@pytest.mark.parametrize("launcher", [pytest.param("mpi", marks=pytest.mark.mpi),
-                                      pytest.param("pytorchddp", marks=pytest.mark.mpi), "torch_distributed"])
+# Both launchers across namespaces: pytorchddp is mpirun's too (ssh, the same hosts file); its own mpirun
+# options run on the process backend (test_runtime_scripts) and are pinned in its plans.
+@pytest.mark.parametrize("launcher", [pytest.param("mpi", marks=pytest.mark.mpi), "torch_distributed"])
 def test_mnist_on_two_netns_hosts(netns_ready, tiny_mnist, tmp_path, launcher, capsys):
     est = estimator_from_job_file(str(EXAMPLE / f"job_{launcher}.yaml"))
     plan = est.plan({"training": f"file://{tiny_mnist}/train", "test": f"file://{tiny_mnist}/test"},
