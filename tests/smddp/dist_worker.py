@@ -1057,9 +1057,15 @@ def scenario_lamport_timeout(rank: int, ws: int, device: str) -> None:
     os._exit(0)  # interpreter finalization would free CUDA memory of a stopped context
 
 
+def scenario_ce_edges(rank: int, ws: int, device: str) -> None:
+    from ce_edge_scenarios import scenario_ce_edges as run  # beside this script (its folder is on sys.path)
+
+    run(rank, ws, device)
+
+
 SCENARIOS = {"lamport": scenario_lamport, "reinit": scenario_reinit, "lamport_timeout": scenario_lamport_timeout,
              "funcol": scenario_funcol, "fast_paths": scenario_fast_paths, "collectives": scenario_collectives,
-             "ddp": scenario_ddp, "fsdp2": scenario_fsdp2, "native": scenario_native}
+             "ddp": scenario_ddp, "fsdp2": scenario_fsdp2, "native": scenario_native, "ce_edges": scenario_ce_edges}
 
 
 def main() -> None:

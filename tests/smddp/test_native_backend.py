@@ -283,3 +283,50 @@ def test_the_helper_tells_the_backend_how_to_issue_the_allgather(monkeypatch) ->
         assert helper.allgather_ce_state(0, 4096, "g") == want
         assert helper.allgather_ce_plan(4096) == ((0, 4096),)
     assert asked == [True, True, False]
+
+
+def test_the_allgather_routes_follow_who_issues_it(monkeypatch) -> None:
+    """2x H100: only the C++ issuer (CE_NATIVE) won up to 1 GiB. A build without it (no nvcc, SMDDP_LAMPORT=0)
+    issues each call through the Python helper, which measured 1.01x at 512 MiB and 0.98x at 1 GiB: NCCL from
+    512 MiB there, as before C++ issued the calls; the SM staging copy (one part, Python) keeps the Python
+    group's table. The route plan the ranks compare at init differs too, so mixed builds refuse to start."""
+    from types import SimpleNamespace
+
+    from smdist_launcher.smddp.fast_allgather import CeOptions
+
+    monkeypatch.delenv("SMDDP_ROUTES", raising=False)
+    monkeypatch.delenv("SMDDP_NATIVE", raising=False)
+    h100 = "NVIDIA H100 80GB HBM3"
+    memcpy, kernel = CeOptions(False, 1, False, 4), CeOptions(False, 1, True, 4)
+    sizes = [n * routing.MiB for n in (32, 128, 256, 512, 1024)]
+
+    def routes(module: object, options: CeOptions, gpu: str = h100) -> list[str]:
+        router = native_backend.native_router(module, options, gpu)
+        return [router.choose("all_gather", 2, n) for n in sizes]
+
+    with_issuer, without = SimpleNamespace(LAMPORT=True, CE_NATIVE=True), SimpleNamespace(LAMPORT=False)
+    assert routes(with_issuer, memcpy) == ["ce", "ce", "ce", "ce", "ce"]
+    assert routes(without, memcpy) == ["ce", "ce", "ce", "nccl", "nccl"]
+    assert routes(with_issuer, kernel) == routes(without, kernel) == ["nccl", "ce", "nccl", "nccl", "nccl"]
+    monkeypatch.setenv("SMDDP_NATIVE", "0")  # no ctypes helper either: the Python choreography in one part
+    assert routes(without, memcpy) == ["nccl", "ce", "nccl", "nccl", "nccl"]
+    assert routes(with_issuer, memcpy) == ["ce", "ce", "ce", "ce", "ce"]  # C++ needs no ctypes helper
+    assert routes(without, memcpy, "NVIDIA H200") == routes(with_issuer, memcpy, "NVIDIA H200")  # H200: one table
+    plans = {routing.route_plan(native_backend.native_router(m, memcpy, h100), 2, "native") for m in (with_issuer,
+                                                                                                    without)}
+    assert len(plans) == 2
+    with pytest.raises(ValueError, match="ce_issuer 'cpp' is not one of"):
+        routing.Router(native=True, ce_issuer="cpp")
+
+
+@pytest.mark.gpu
+def test_gpu_native_copy_engine_allgather_edges(run_ranks) -> None:
+    """The C++-issued copy-engine AllGather against NCCL at its edges (tests/smddp/ce_edge_scenarios.py):
+    storage-offset outputs, an overlapping input, 1/8-byte dtypes across part boundaries, two smddp groups
+    interleaved on two streams with a growth, a call from a fresh thread, more than 2 GiB per rank."""
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 CUDA GPUs")
+    log = run_ranks("ce_edges", 2, device="cuda", timeout=240)
+    assert log.count("copy-engine edge checks equal NCCL") == 2

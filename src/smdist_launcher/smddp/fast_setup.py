@@ -76,7 +76,8 @@ def check_same_routes(store: dist.Store, rank: int, size: int, plan: str) -> Non
     send some call down another path than its peers (a copy-engine pull or kernel on one rank, NCCL on
     another): both wait for each other for ever. Such a rank raises here instead, naming both plans
     (its exit ends the job). A per-rank environment (SMDDP_ROUTES, SMDDP_NATIVE_BACKEND, SMDDP_LAMPORT*,
-    SMDDP_DISABLE_FAST_PATHS) or a native build that failed on one host is what makes them differ."""
+    SMDDP_CE_KERNEL_STAGE / SMDDP_NATIVE (who issues the AllGather), SMDDP_DISABLE_FAST_PATHS) or a native
+    build that failed on one host is what makes them differ."""
     store.set(f"smddp/route-plan/{rank}", plan)
     if rank == 0:
         return
@@ -84,5 +85,6 @@ def check_same_routes(store: dist.Store, rank: int, size: int, plan: str) -> Non
     if reference != plan:
         raise ValueError(f"smddp: rank {rank} would route collectives unlike rank 0 (a hang at the first call "
                          f"they route apart): rank 0 {reference}, rank {rank} {plan}. Set SMDDP_ROUTES, "
-                         "SMDDP_NATIVE_BACKEND, SMDDP_LAMPORT, SMDDP_LAMPORT_BYTES and SMDDP_DISABLE_FAST_PATHS alike "
-                         "on every rank (or see why the native backend did not build on this one)")
+                         "SMDDP_NATIVE_BACKEND, SMDDP_LAMPORT, SMDDP_LAMPORT_BYTES, SMDDP_CE_KERNEL_STAGE, "
+                         "SMDDP_NATIVE and SMDDP_DISABLE_FAST_PATHS alike on every rank (or see why the native "
+                         "backend did not build on this one)")

@@ -203,9 +203,9 @@ def create(module: ModuleType, store: dist.Store, rank: int, size: int, timeout:
     """A native SmddpBackend for one group (the registered creator calls this on CUDA machines)."""
     # Settings first (SMDDP_ROUTES, SMDDP_LAMPORT_*, SMDDP_CE_*): a bad one fails here, at init_process_group,
     # before anything is built, not at the first call. The CE settings are read once for the group's lifetime.
-    router = Router(native=True, gpu=torch.cuda.get_device_name(), lamport=bool(getattr(module, "LAMPORT", False)))
-    lamport_timeout_s(timeout)
     ce = ce_options(size)
+    router = native_router(module, ce, torch.cuda.get_device_name())
+    lamport_timeout_s(timeout)
     region = lamport_region_bytes(router, size)
     check_same_routes(store, rank, size, route_plan(router, size, "native", region))
     options = dist.ProcessGroupNCCL.Options()
@@ -213,6 +213,23 @@ def create(module: ModuleType, store: dist.Store, rank: int, size: int, timeout:
     nccl = dist.ProcessGroupNCCL(dist.PrefixStore("smddp/nccl/", store), rank, size, options)
     helper = NativeHelper(store, rank, size, timeout, region, ce, native_ce=bool(getattr(module, "CE_NATIVE", False)))
     return module.SmddpBackend(rank, size, nccl, helper, native_route_codes(router, size))
+
+
+def ce_issuer(module: Any, options: CeOptions) -> str:
+    """Who issues this build's copy-engine AllGather (routing.CE_ISSUER_ROUTES): C++ where it was built with
+    its issuer (CE_NATIVE) and stages with a memcpy, else Python per call, in parts with the ctypes helper."""
+    if options.kernel_stage:  # the SM staging copy: the Python choreography, one part
+        return "python"
+    if getattr(module, "CE_NATIVE", False):
+        return "backend"
+    return "python" if os.environ.get("SMDDP_NATIVE", "1") == "0" else "helper"
+
+
+def native_router(module: Any, options: CeOptions, gpu: str) -> Router:
+    """The routes of a native backend built as ``module``: the AllGather's table follows who issues it, so that
+    a build without the C++ issuer does not send sizes only that issuer won to a path measured slower than NCCL."""
+    return Router(native=True, gpu=gpu, lamport=bool(getattr(module, "LAMPORT", False)),
+                  ce_issuer=ce_issuer(module, options))
 
 
 LAMPORT_MAX_RANKS = 8  # lamport_allreduce.cu: kMaxRanks

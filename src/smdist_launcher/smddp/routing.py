@@ -71,12 +71,24 @@ LAMPORT_ROUTES: dict[tuple[str, int], Route] = {
 GPU_ROUTES: dict[str, dict[tuple[str, int], Route]] = {
     "H100": {("all_gather", 2): [(32 * MiB - 1, "nccl"), (1 * GiB, "ce"), (UNBOUNDED, "nccl")]},
 }
+# The native backend whose AllGather goes through the Python helper per call (CE_NATIVE false: built without
+# nvcc or with SMDDP_LAMPORT=0; its copies issued by the ctypes helper, pipelined, GIL per call): the table
+# measured for that path, 2x H100, 2026-11-27 21:35 UTC, before C++ issued the calls: 32 MiB 1.08x, 64 MiB
+# 1.05-1.07x, 128 MiB 1.05x, 256 MiB 1.03x, 512 MiB 1.01x, 1 GiB 0.98x: the copy engines below 512 MiB.
+HELPER_GPU_ROUTES: dict[str, dict[tuple[str, int], Route]] = {
+    "H100": {("all_gather", 2): [(32 * MiB - 1, "nccl"), (512 * MiB - 1, "ce"), (UNBOUNDED, "nccl")]},
+}
 # The Python group (SMDDP_NATIVE_BACKEND=0, or no compiler) stages in one part: on 2x H100 the unpipelined
 # copy engines measured 1.00-1.04x from 64 MiB to 128 MiB (2026-11-27 runs 1 and 2), 0.98x at 256 MiB, 0.96x at
 # 512 MiB and 0.92x at 1 GiB (21:35 UTC): the copy engines below 256 MiB only, not the H200 table's 1 GiB.
 PYTHON_GPU_ROUTES: dict[str, dict[tuple[str, int], Route]] = {
     "H100": {("all_gather", 2): [(64 * MiB - 1, "nccl"), (256 * MiB - 1, "ce"), (UNBOUNDED, "nccl")]},
 }
+
+# Who issues a native backend's copy-engine AllGather, and so which measured table routes it: C++ itself
+# ("backend", GPU_ROUTES), the Python helper per call in parts ("helper", HELPER_GPU_ROUTES), or the Python
+# choreography in one part ("python": SMDDP_CE_KERNEL_STAGE=1 or no helper; PYTHON_GPU_ROUTES).
+CE_ISSUER_ROUTES = {"backend": GPU_ROUTES, "helper": HELPER_GPU_ROUTES, "python": PYTHON_GPU_ROUTES}
 
 # Codes the C++ backend uses (smddp_backend.cpp: enum Coll, enum Path).
 NATIVE_COLL_CODES = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2, "all_reduce_async": 3}
@@ -152,12 +164,15 @@ class Router:
 
     def __init__(
         self, table: dict[tuple[str, int], Route] | None = None, native: bool = False, gpu: str = "",
-        lamport: bool = False,
+        lamport: bool = False, ce_issuer: str = "backend",
     ) -> None:
+        """``ce_issuer`` (native only): who issues the copy-engine AllGather (CE_ISSUER_ROUTES)."""
+        if ce_issuer not in CE_ISSUER_ROUTES:
+            raise ValueError(f"smddp routing: ce_issuer {ce_issuer!r} is not one of {tuple(CE_ISSUER_ROUTES)}")
         self.table = dict(NATIVE_ROUTES if native else DEFAULT_ROUTES)
         if native and lamport:
             self.table.update(LAMPORT_ROUTES)
-        for model, routes in (GPU_ROUTES if native else PYTHON_GPU_ROUTES).items():
+        for model, routes in (CE_ISSUER_ROUTES[ce_issuer] if native else PYTHON_GPU_ROUTES).items():
             if model in gpu:  # gpu: torch.cuda.get_device_name(), e.g. "NVIDIA H100 80GB HBM3"
                 self.table.update(routes)
         self.table.update(_load_overrides() if table is None else table)
