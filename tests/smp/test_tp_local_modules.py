@@ -11,10 +11,13 @@ the same. With every rank a TP rank (a one-rank data-parallel mesh) ``tsm.shard_
 precision, and its DCP checkpoint round-trips; after a forward the bf16 weight casts are not kept (lean_saves),
 nor, with ``regather_input`` (off by default: it did not pay on GPUs), the SP norms' gathered outputs.
 A Hugging Face-style causal LM called with labels computes its loss over each rank's vocabulary slice (logits not
-gathered) with the single-process loss and gradients; the calls it does not cover return what they did.
+gathered) with the single-process loss and gradients; the calls it does not cover return what they did. At the
+edges: every label ignored (NaN loss, zero gradients, as HF), labels outside the vocabulary (NaN, never a finite
+loss), a vocabulary the TP degree does not divide (untied and tied head).
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -28,7 +31,8 @@ EXACT = ["fsdp2:batch", "fsdp2:seq", "fsdp1:batch", "fsdp1-orig:batch", "fsdp1-o
 
 @pytest.fixture(scope="module")
 def rows() -> dict[str, dict]:
-    checks = ["layout", "recompute", "host", "mixed", "lean", "checkpoint", "vploss", *EXACT, "fsdp2:compile"]
+    checks = ["layout", "recompute", "host", "mixed", "lean", "checkpoint", "vploss", "vpedge", *EXACT,
+              "fsdp2:compile"]
     found, _ = torchrun(WORKER, 2, [",".join(checks)], timeout=300)
     return found
 
@@ -132,3 +136,29 @@ def test_calls_the_vocabulary_parallel_loss_does_not_cover_are_unchanged(rows: d
     assert row["next"] == pytest.approx(row["ref_next"], rel=1e-5), row
     if mode == "off":  # and a call without labels returns the same gathered logits with the option on or off
         assert rows["vploss"]["unit_dp"]["plain"] == row["plain"]
+
+
+def test_all_ignored_labels_give_the_single_process_gradients(rows: dict[str, dict]) -> None:
+    # HF's mean over no token is NaN, its gradients zero: a NaN gradient would poison the accumulated micro-batches
+    row = rows["vpedge"]["ignored"]
+    assert math.isnan(row["loss"]) and row["finite"] and row["grad_diff"] < 1e-5, row
+
+
+@pytest.mark.parametrize("bad", ["64", "-1"])
+def test_labels_outside_the_vocabulary_never_give_a_finite_loss(rows: dict[str, dict], bad: str) -> None:
+    row = rows["vpedge"][f"outside{bad}"]  # HF's cross entropy raises; a finite loss would look right
+    assert math.isnan(row["loss"]) and row["head_grad_finite"] is False, row
+
+
+@pytest.mark.parametrize("head", ["untied", "tied"])
+def test_a_vocabulary_the_tp_degree_does_not_divide_trains_as_one_process(rows: dict[str, dict], head: str) -> None:
+    # 63 over 2 ranks: the untied head's unequal slices gathered (the equal-chunk gather aborted the process), the
+    # tied head left replicated with its embedding (sharding it alone untied them); without and with labels
+    row = rows["vpedge"][head]
+    assert row["losses"] == pytest.approx(row["ref_losses"], rel=1e-5), row
+
+
+def test_the_loss_keeps_the_forward_signature(rows: dict[str, dict]) -> None:
+    # HF's Trainer keeps the dataset columns forward names: (*args, **kwargs) made it drop input_ids
+    got, want = rows["vpedge"]["signature"]
+    assert got == want and "input_ids" in got, got

@@ -14,13 +14,16 @@ Checks (one ``RESULT {json}`` line each on rank 0; tests/smp/test_tp_local_modul
 - ``vploss``: a Hugging Face-style causal LM called with labels (ignored tokens, ``num_items_in_batch``): the
   vocabulary-parallel loss under unit_dp, FSDP2, FSDP1 (use_orig_params off/on), activation checkpointing, without
   sequence parallelism and with a tied head gives the single-process loss, gradients and next loss, its logits
-  left sharded; calls it does not cover (no labels, the option off, ``logits_to_keep``) return what they did.
+  left sharded; calls it does not cover (no labels, the option off, ``logits_to_keep``) return what they did;
+- ``vpedge``: labels at the edges (all ignored, outside the vocabulary), a vocabulary of 63 over TP 2, the
+  forward's signature.
 """
 from __future__ import annotations
 
 import contextlib
 import copy
 import functools
+import inspect
 import json
 import os
 import sys
@@ -423,6 +426,59 @@ def vocab_parallel() -> dict:
     return row
 
 
+def vocab_parallel_edges() -> dict:
+    """The labels HF's loss meets at the edges, against the single-process model: every label ignored (mean over no
+    token: a NaN loss, zero gradients), labels outside the vocabulary (HF raises: never a finite loss), and a
+    vocabulary that does not divide by the TP degree (untied and tied head; one SGD step with and without labels)."""
+    from smdist_launcher.smp.reference_causal_lm import GPTForCausalLM
+
+    def tp(base: torch.nn.Module) -> torch.nn.Module:
+        reset_state()
+        tsm.init({"tensor_parallel_degree": 2})
+        return tsm.shard_model(tsm.transform(copy.deepcopy(base)))
+
+    def grads(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        return {n: local_grad(p.grad) for n, p in model.named_parameters()}
+
+    torch.manual_seed(2)
+    base = GPTForCausalLM(CFG)
+    ids = torch.randint(0, CFG.vocab_size, (2, SEQ), generator=torch.Generator().manual_seed(9))
+    model, ref = tp(base), copy.deepcopy(base)
+    # the forward's named parameters (HF's Trainer drops the dataset columns forward does not name)
+    row: dict = {"signature": [list(inspect.signature(m.forward).parameters) for m in (model, ref)]}
+    for m in (model, ref):  # two micro-batches: one whose labels are all ignored, then a normal one
+        m(input_ids=ids, labels=torch.full_like(ids, -100)).loss.backward()
+        m(input_ids=ids, labels=ids).loss.backward()
+    got, want = grads(model), grads(ref)
+    row["ignored"] = {"loss": float(model(input_ids=ids, labels=torch.full_like(ids, -100)).loss),
+                      "finite": all(bool(g.isfinite().all()) for g in got.values()),
+                      "grad_diff": max(float((got[n] - g).abs().max()) for n, g in want.items())}
+    for bad in (CFG.vocab_size, -1):
+        labels = ids.clone()
+        labels[1, 3] = bad
+        model = tp(base)
+        loss = model(input_ids=ids, labels=labels).loss
+        loss.backward()
+        row[f"outside{bad}"] = {"loss": float(loss), "head_grad_finite": bool(got_head.isfinite().all())
+                                if (got_head := local_grad(model.output.weight.grad)) is not None else None}
+    for tied in (False, True):
+        torch.manual_seed(2)
+        base = GPTForCausalLM(GPTConfig(dim=32, n_layers=1, n_heads=4, vocab_size=63), tied=tied)
+        losses = []
+        for labels in (None, ids % 63):
+            for m in (tp(base), copy.deepcopy(base)):
+                opt = torch.optim.SGD(m.parameters(), lr=LR)
+                for _ in range(2):
+                    out = m(input_ids=ids % 63, labels=labels)
+                    loss = out.loss if labels is not None else out.logits.float().pow(2).mean()
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad()
+                losses.append(float(loss))
+        row["tied" if tied else "untied"] = {"losses": losses[::2], "ref_losses": losses[1::2]}
+    return row
+
+
 def emit(**row) -> None:
     if dist.get_rank() == 0:
         print("RESULT " + json.dumps(row), flush=True)
@@ -441,12 +497,14 @@ def main() -> None:
         emit(check="recompute", **recompute())
     if "vploss" in which:
         emit(check="vploss", **vocab_parallel())
+    if "vpedge" in which:
+        emit(check="vpedge", **vocab_parallel_edges())
     extra = {"host": host_work, "mixed": mixed_precision, "lean": lean_saves, "checkpoint": checkpoint}
     for name in which:
         if name in extra:
             emit(check=name, **extra[name](base))
     for name in which:
-        if name in ("layout", "recompute", "vploss", *extra):
+        if name in ("layout", "recompute", "vploss", "vpedge", *extra):
             continue
         wrapper, _, split = name.partition(":")
         steps = data(2 if split in ("batch", "compile", "frozen") else 1)

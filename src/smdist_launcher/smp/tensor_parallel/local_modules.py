@@ -19,7 +19,8 @@ the local shards and runs plain matmuls with one explicit collective per boundar
   biases) go through one ``CopyToTPGrouped`` per block: one all-reduce of the block's flattened partial gradients
   inside backward, before the block's gradients reach FSDP (FSDP1, FSDP2, gradient accumulation unchanged);
 - vocabulary-parallel embedding and LM head (rows of the vocabulary per rank; logits all-gathered, except for a
-  causal LM's loss with labels, computed over each rank's slice: ``vocab_parallel_loss``).
+  causal LM's loss with labels, computed over each rank's slice: ``vocab_parallel_loss``); an embedding whose rows
+  do not divide by the TP degree, and a head tied to it, stay replicated (an untied head takes unequal slices).
 
 The host runs a handful of Python calls per block instead of DTensor's dispatch and redistribution per op.
 A DTensor parameter's local shard comes through ``LocalShard`` (its gradient wrapped back without
@@ -223,6 +224,8 @@ def _head_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     y = lean_saves.linear(x, local(self.weight), None if self.bias is None else local(self.bias))
     if info.keep_local:  # the caller computes the loss over each rank's vocabulary slice (vocab_parallel_loss)
         return sharded_logits(y, self.out_features, info)
+    if self.out_features % info.size:  # unequal slices (ceil-sized): DTensor's padded all-gather
+        return sharded_logits(y, self.out_features, info).full_tensor()
     return GatherToReplicated.apply(y, y.dim() - 1, info.group)
 
 
@@ -445,10 +448,16 @@ def apply(model: nn.Module, styles: dict[str, Any], blocks: list[str], sequence_
     sp = sequence_parallel and bool(blocks) and "" not in blocks and len(sp_norms) >= len(blocks)
     sharder = _Sharder(mesh)
     copy_parents: set[str] = set()
+    # An embedding whose rows do not divide stays replicated (below), and so does a head tied to it: sharding the
+    # shared weight for the head alone would untie them.
+    unsharded = {id(m.weight) for n, s in styles.items() if isinstance(s, RowwiseParallel)
+                 and isinstance(m := model.get_submodule(n), nn.Embedding) and m.num_embeddings % size}
     for name, style in styles.items():
         mod = model.get_submodule(name)
         block = _block_of(name, blocks)
         if isinstance(style, ColwiseParallel) and isinstance(mod, nn.Linear):
+            if id(mod.weight) in unsharded:
+                continue
             sharder.shard(mod, "weight", 0)
             sharder.shard(mod, "bias", 0)
             if block is None and blocks:

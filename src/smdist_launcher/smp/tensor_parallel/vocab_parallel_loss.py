@@ -19,7 +19,10 @@ a copy: ``outputs.logits.full_tensor()`` gives the full logits) and ``loss_funct
 vocab_parallel_loss`` off, another loss (``loss_type``, a ``loss_function`` the script set), ``logits_to_keep``
 other than 0, logit soft-capping, logits that model code redistributed before its loss (they are gathered and the
 model's own loss function runs). Labels outside the vocabulary (other than ``ignore_index``) are not checked
-(checking costs a host sync): they count as a target logit of 0 where HF's cross entropy raises.
+(checking costs a host sync): where HF's cross entropy raises, their tokens' loss and logit gradients are NaN
+(never a finite loss that looks right). The TP ranks of a group must all pass labels or all not, as they must pass
+the same input ids: a rank without them gathers the logits while the others reduce (a collective mismatch: a hang
+until the process group's timeout).
 """
 from __future__ import annotations
 
@@ -45,18 +48,20 @@ CHUNK_ELEMENTS = 1 << 25  # the float32 work of one step over the logits' rows: 
 
 
 class VocabParallelCrossEntropy(Function):
-    """Per-token cross entropy of ``[tokens, local vocab]`` logits whose vocabulary is split over ``group``
-    (this rank holds columns ``start ..``); 0 for tokens whose target is ``ignore_index``. Float32 math, as HF's
+    """Per-token cross entropy of ``[tokens, local vocab]`` logits whose vocabulary (``vocab`` in all) is split
+    over ``group`` (this rank holds columns ``start ..``); 0 for tokens whose target is ``ignore_index``, NaN for
+    those whose target is outside the vocabulary (no host sync to raise, as cross entropy does). Float32 math, as HF's
     loss upcasts the logits, done in row chunks: no float32 copy of the whole logits lives at any time. Backward
     keeps only the logits themselves (which the model returns anyway), the row maxima and sums: the softmax is
     recomputed chunk by chunk into the gradient."""
 
     @staticmethod
-    def forward(ctx: Any, logits: torch.Tensor, target: torch.Tensor, start: int, ignore_index: int,
+    def forward(ctx: Any, logits: torch.Tensor, target: torch.Tensor, start: int, vocab: int, ignore_index: int,
                 group: Any) -> torch.Tensor:
         n_local = logits.shape[-1]
         top = all_reduce(logits.amax(dim=-1).float(), group, "max")  # exact in the logits' own dtype
         valid = target != ignore_index
+        outside = valid & ((target < 0) | (target >= vocab))
         shifted = target - start
         inside = valid & (shifted >= 0) & (shifted < n_local)
         idx = shifted.masked_fill(~inside, 0)
@@ -65,22 +70,23 @@ class VocabParallelCrossEntropy(Function):
         for lo, hi in _chunks(logits):
             exp_sum[lo:hi] = _shifted_exp(logits, top, lo, hi).sum(dim=-1)
         sums = all_reduce(torch.stack((exp_sum, picked)), group)  # one collective for both
-        loss = (sums[0].log() - sums[1]).masked_fill(~valid, 0.0)
-        ctx.save_for_backward(logits, top, sums[0], idx, inside, valid)
+        loss = (sums[0].log() - sums[1]).masked_fill(~valid, 0.0).masked_fill(outside, float("nan"))
+        ctx.save_for_backward(logits, top, sums[0], idx, inside, valid, outside)
         return loss
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None]:
-        logits, top, exp_sum, idx, inside, valid = ctx.saved_tensors
-        grad = grad * valid
-        scale = grad / exp_sum
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None, None]:
+        logits, top, exp_sum, idx, inside, valid, outside = ctx.saved_tensors
+        # masked, not multiplied: a mean over no token (every label ignored) sends inf, whose product with 0 is NaN
+        grad = grad.masked_fill(~valid, 0.0)
+        scale = (grad / exp_sum).masked_fill(outside, float("nan"))
         hit = grad * inside  # minus the one-hot target, where this rank holds it
         out = torch.empty_like(logits)
         for lo, hi in _chunks(logits):
             x = _shifted_exp(logits, top, lo, hi).mul_(scale[lo:hi].unsqueeze(-1))
             x[torch.arange(hi - lo, device=x.device), idx[lo:hi]] -= hit[lo:hi]
             out[lo:hi] = x
-        return out, None, None, None, None
+        return out, None, None, None, None, None
 
 
 def _chunks(logits: torch.Tensor) -> list[tuple[int, int]]:
@@ -95,16 +101,16 @@ def _shifted_exp(logits: torch.Tensor, top: torch.Tensor, lo: int, hi: int) -> t
     return x.sub_(top[lo:hi].unsqueeze(-1)).exp_()
 
 
-def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor | None, *, start: int, group: Any,
+def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor | None, *, start: int, vocab: int, group: Any,
                    num_items_in_batch: torch.Tensor | int | None = None, ignore_index: int = -100,
                    shift_labels: torch.Tensor | None = None) -> torch.Tensor:
     """HF's ``ForCausalLMLoss`` over this rank's vocabulary slice ``logits`` (``[..., local vocab]``, columns from
-    ``start``): the same value and gradients as on the gathered logits."""
+    ``start``, ``vocab`` in all): the same value and gradients as on the gathered logits."""
     if shift_labels is None:
         assert labels is not None
         shift_labels = F.pad(labels, (0, 1), value=ignore_index)[..., 1:]  # tokens < n predict n
     target = shift_labels.reshape(-1).to(logits.device)
-    per_token = VocabParallelCrossEntropy.apply(logits.reshape(-1, logits.shape[-1]), target, start,
+    per_token = VocabParallelCrossEntropy.apply(logits.reshape(-1, logits.shape[-1]), target, start, vocab,
                                                 ignore_index, group)
     total = per_token.sum()
     if num_items_in_batch is None:
@@ -154,8 +160,8 @@ class VocabParallelLM:
             return fallback(full, labels, vocab_size, num_items_in_batch=num_items_in_batch,
                             ignore_index=ignore_index, shift_labels=shift_labels, **kwargs)
         return causal_lm_loss(local_modules.local(logits), labels,
-                              start=local_modules.vocab_start(logits.shape[-1], info), group=info.group,
-                              num_items_in_batch=num_items_in_batch, ignore_index=ignore_index,
+                              start=local_modules.vocab_start(logits.shape[-1], info), vocab=logits.shape[-1],
+                              group=info.group, num_items_in_batch=num_items_in_batch, ignore_index=ignore_index,
                               shift_labels=shift_labels)
 
 
@@ -197,6 +203,9 @@ def _lm_class(base: type[nn.Module]) -> type[nn.Module]:
 def _make_lm_class(base: type[nn.Module]) -> type[nn.Module]:
     prop = inspect.getattr_static(base, "loss_function")
 
+    # the model's own signature (inspect follows __wrapped__): HF's Trainer keeps only the dataset columns that
+    # forward names, generate() asks it whether forward takes logits_to_keep
+    @functools.wraps(base.forward)
     def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
         lm: VocabParallelLM = getattr(self, ATTR)
         if not lm.applies(self, prop.fget(self), args, kwargs):
