@@ -126,6 +126,15 @@ def test_labels_give_a_vocabulary_parallel_loss_equal_to_one_process(rows: dict[
     assert mode.startswith("fsdp1") or (row["grads"] >= 23 and row["grad_diff"] < 1e-5), row
 
 
+def test_evaluation_with_labels_gets_plain_full_logits(rows: dict[str, dict]) -> None:
+    # under no_grad (HF Trainer's prediction_step) the logits were a DTensor: compute_metrics' argmax == labels,
+    # torch.cat with plain tensors and .numpy() all raised; the loss is still the vocabulary-parallel one
+    row = rows["vploss"]["unit_dp"]
+    kind, vocab, loss, diff = row["eval"]
+    assert (kind, vocab) == ("Tensor", 64) and diff is not None and diff < 1e-5, row
+    assert loss == pytest.approx(row["ref_loss"], rel=1e-5), row
+
+
 @pytest.mark.parametrize("mode", ["off", "keep", "nosp"])
 def test_calls_the_vocabulary_parallel_loss_does_not_cover_are_unchanged(rows: dict[str, dict], mode: str) -> None:
     # TPOptions.vocab_parallel_loss off, logits_to_keep=1, no sequence parallelism (the head is not sharded):

@@ -48,6 +48,13 @@ def test_a_second_shard_model_is_refused(rows: dict[str, dict]) -> None:
     assert "already applied" in rows["twice"]["value"], rows["twice"]
 
 
+def test_the_model_keeps_its_class_name(rows: dict[str, dict]) -> None:
+    # it was SMPUnitDP<Name>: HF's save_pretrained writes the class name into config.architectures
+    message, classes = rows["twice"]["value"].rsplit(" | class ", 1)
+    mine, _, original = classes.partition(" of ")
+    assert mine == original, rows["twice"]
+
+
 def test_a_deep_copy_trains_like_the_model(rows: dict[str, dict]) -> None:
     # the copy's local tensors kept the original's "hooked" mark but not its hook: their gradients never reached
     # the parameters, the copy did not train

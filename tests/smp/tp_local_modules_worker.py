@@ -410,6 +410,13 @@ def vocab_parallel() -> dict:
         else:
             model = tsm.shard_model(model)
         plain = model(input_ids=ids).logits if name in ("unit_dp", "off") else None  # a call without labels
+        evaluated = None
+        if name == "unit_dp":  # evaluation (no autograd) with labels: plain full logits for metrics code
+            with torch.no_grad():
+                ev = model(input_ids=ids, labels=labels)
+            plain_eval = type(ev.logits) is torch.Tensor
+            evaluated = [type(ev.logits).__name__, ev.logits.shape[-1], float(ev.loss),
+                         float((ev.logits - ref[3]).abs().max()) if plain_eval else None]
         got = step(model, kw, lambda m: clip_grad_norm_(m, 1e9))
         logits = got[3]
         full = logits.full_tensor() if isinstance(logits, DTensor) else logits
@@ -419,6 +426,8 @@ def vocab_parallel() -> dict:
                      "logits_diff": float((full - ref[3]).abs().max()),
                      "grads": len(got[4]),
                      "grad_diff": max((float((g - ref[4][n]).abs().max()) for n, g in got[4].items()), default=0.0)}
+        if evaluated is not None:
+            row[name]["eval"] = evaluated
         if plain is not None:  # the gathered logits, the same with the option on or off
             row[name]["plain"] = [type(plain).__name__, plain.tolist()]
     _options()

@@ -148,7 +148,7 @@ def twice(base: nn.Module) -> str:
     try:
         tsm.shard_model(model, mp_policy=BF16)
     except RuntimeError as exc:
-        return str(exc)
+        return f"{exc} | class {type(model).__name__} of {type(base).__name__}"
     return f"accepted: {type(model).__name__}"
 
 

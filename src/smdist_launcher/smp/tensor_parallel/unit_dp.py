@@ -213,7 +213,10 @@ def install(model: nn.Module, blocks: list[str], policy: MixedPrecisionPolicy, m
     cls = type(model)
     new = _CLASSES.get(cls)
     if new is None:
-        new = _CLASSES[cls] = type(f"SMPUnitDP{cls.__name__}", (cls, UnitDPModule), {})
+        # the model's own name: HF's save_pretrained writes it into config.architectures (it strips only FSDP2's
+        # "FSDP" prefix), and a loader must find the class by that name
+        new = _CLASSES[cls] = type(cls.__name__, (cls, UnitDPModule),
+                                   {"__qualname__": cls.__qualname__, "__module__": cls.__module__})
     model.__class__ = new
     setattr(model, ATTR, precision)
     return model

@@ -11,8 +11,9 @@ collective (the head's input gradient is summed over the TP ranks by the head's 
 ``install`` swaps the class of a Hugging Face-style causal LM (transformers >= 4.46: ``forward`` takes ``labels``
 and calls ``self.loss_function(logits, labels, vocab_size, **kwargs)``, a property) whose LM head has the "head"
 role. A call with ``labels`` that this module reproduces exactly runs the model's own forward with the head
-keeping its slice (the logits are a DTensor sharded on the vocabulary over the TP mesh, built on the slice without
-a copy: ``outputs.logits.full_tensor()`` gives the full logits) and ``loss_function`` answering with
+keeping its slice (with autograd on, the logits are a DTensor sharded on the vocabulary over the TP mesh, built on
+the slice without a copy: ``outputs.logits.full_tensor()`` gives the full logits; without it, in evaluation, they
+are gathered into a plain tensor, as metrics code expects) and ``loss_function`` answering with
 ``causal_lm_loss``, which is HF's ``ForCausalLMLoss`` (transformers 5.17: labels shifted by one with
 ``ignore_index`` padding, or ``shift_labels`` as given; float32; mean over the tokens not ignored, or sum /
 ``num_items_in_batch``). Everything else takes the gathered path unchanged: no labels, ``TPOptions.
@@ -165,6 +166,19 @@ class VocabParallelLM:
                               shift_labels=shift_labels)
 
 
+def _gathered_logits(out: Any) -> Any:
+    """Evaluation (no autograd: HF Trainer's prediction_step, then compute_metrics' argmax, cat and numpy) gets
+    plain full logits: the loss was still computed on the slices, and nothing is kept for a backward."""
+    if isinstance(out, tuple):
+        if len(out) > 1 and isinstance(out[1], DTensor):  # return_dict=False: (loss, logits, ...)
+            return (out[0], out[1].full_tensor(), *out[2:])
+        return out
+    logits = getattr(out, "logits", None)
+    if isinstance(logits, DTensor):
+        out.logits = logits.full_tensor()  # a ModelOutput keeps its mapping in step with the attribute
+    return out
+
+
 def _argument(args: tuple[Any, ...], kwargs: dict[str, Any], name: str, at: int | None) -> Any:
     if name in kwargs:
         return kwargs[name]
@@ -213,10 +227,11 @@ def _make_lm_class(base: type[nn.Module]) -> type[nn.Module]:
         lm.active += 1
         lm.head_info.keep_local += 1
         try:
-            return base.forward(self, *args, **kwargs)
+            out = base.forward(self, *args, **kwargs)
         finally:
             lm.active -= 1
             lm.head_info.keep_local -= 1
+        return out if torch.is_grad_enabled() else _gathered_logits(out)
 
     def get_loss(self: nn.Module) -> Any:
         fn = prop.fget(self)
