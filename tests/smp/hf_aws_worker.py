@@ -15,6 +15,7 @@ import gc
 import json
 import os
 import time
+import traceback
 
 import torch
 import torch.distributed as dist
@@ -229,6 +230,7 @@ def main() -> None:
             try:
                 row = {"check": name, "ok": True, "losses": run(case, device)}
             except Exception as exc:  # noqa: BLE001 -- the next configuration still runs; the failure is reported
+                traceback.print_exc()  # into the check's log: where it failed, not only what
                 row = {"check": name, "ok": False, "error": f"{type(exc).__name__}: {str(exc)[:400]}"}
             row["s"] = round(time.perf_counter() - t0, 2)
             emit(row)

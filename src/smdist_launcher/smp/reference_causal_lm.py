@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.utils import _pytree as pytree
 
 from .reference_models import GPT, GPTConfig
 
@@ -49,6 +50,18 @@ class CausalLMOutput(OrderedDict):
         if name in ("loss", "logits"):
             return self.get(name)
         raise AttributeError(name)
+
+
+# A pytree node, as transformers registers its ModelOutput: FSDP2 finds the tensors a module returned through
+# pytree to hook its pre-backward on them. As a leaf, the root's hooks never saw the loss: its backward never
+# started (no final callback), and on GPUs with data parallelism a block's freed weights were read in the next
+# backward (2x2 H100, TP 2 x hybrid shard 2, FSDP2: "setStorage ... storage of size 0").
+pytree.register_pytree_node(
+    CausalLMOutput,
+    lambda out: (list(out.values()), list(out.keys())),
+    lambda values, keys: CausalLMOutput(zip(keys, values, strict=True)),
+    serialized_type_name=f"{__name__}.CausalLMOutput",
+)
 
 
 class GPTForCausalLM(GPT):
