@@ -118,7 +118,7 @@ def test_eligibility_is_the_same_on_every_rank_wherever_the_input_sits(out_len: 
     is in place and the others overlap. Deciding the path on that sent rank 2 to the copy engines and
     its peers to NCCL (a hang: each waits for the other's collective). The path is now the same on
     every rank; an overlapping input is copied aside in the call instead."""
-    base = torch.empty(out_len)
+    base = torch.arange(float(out_len))  # values, not torch.empty's leftovers: a NaN there is never equal to itself
     out = base[:24] if out_len == 24 or in_slice.start >= 24 else base[6:30]
     inp = base[in_slice]
     assert CopyEngineAllGather.eligible(out, inp, 4)  # no rank, no address: one verdict for every rank
