@@ -52,32 +52,34 @@ def grads(model: nn.Module) -> dict[str, torch.Tensor]:
 Trace = tuple[list[float], list[dict[str, torch.Tensor]]]
 
 
-def train_plain(model: nn.Module) -> Trace:
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+def train(model: nn.Module, opt: torch.optim.Optimizer, zero_before_backward: bool = False,
+          before_step: Callable[[int], None] | None = None) -> Trace:
+    """Three steps; ``zero_before_backward``: forward, zero_grad, backward, step (else zero_grad after the step);
+    ``before_step(i)`` runs before step i's forward."""
     losses, seen = [], []
-    for x, y in batches(3):
+    for i, (x, y) in enumerate(batches(3)):
+        if before_step is not None:
+            before_step(i)
         loss = lm_loss(model(x), y)
+        if zero_before_backward:
+            opt.zero_grad()
         loss.backward()
         seen.append(grads(model))
         opt.step()
-        opt.zero_grad()
+        if not zero_before_backward:
+            opt.zero_grad()
         losses.append(loss.item())
     return losses, seen
+
+
+def train_plain(model: nn.Module) -> Trace:
+    return train(model, torch.optim.AdamW(model.parameters(), lr=1e-2))
 
 
 def train_zero_between(model: nn.Module) -> Trace:
     """The order of many scripts: forward, zero_grad, backward, step (the previous step's gradients dropped
     after this forward)."""
-    opt = torch.optim.SGD(model.parameters(), lr=0.5)
-    losses, seen = [], []
-    for x, y in batches(3):
-        loss = lm_loss(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        seen.append(grads(model))
-        opt.step()
-        losses.append(loss.item())
-    return losses, seen
+    return train(model, torch.optim.SGD(model.parameters(), lr=0.5), zero_before_backward=True)
 
 
 def train_requires_grad(model: nn.Module) -> Trace:
@@ -87,21 +89,15 @@ def train_requires_grad(model: nn.Module) -> Trace:
     first = [model.layers[1].ffn_norm.weight, model.layers[1].feed_forward.w1.weight]
     for p in later:
         p.requires_grad_(False)
-    opt = torch.optim.SGD(model.parameters(), lr=0.5)
-    losses, seen = [], []
-    for step, (x, y) in enumerate(batches(3)):
+
+    def swap(step: int) -> None:
         if step == 1:
             for p in later:
                 p.requires_grad_(True)
             for p in first:
                 p.requires_grad_(False)
-        loss = lm_loss(model(x), y)
-        loss.backward()
-        seen.append(grads(model))
-        opt.step()
-        opt.zero_grad()
-        losses.append(loss.item())
-    return losses, seen
+
+    return train(model, torch.optim.SGD(model.parameters(), lr=0.5), before_step=swap)
 
 
 class RootBuffer(nn.Module):
