@@ -16,7 +16,9 @@ rotated every round (drift hits all alike), each round's time the slowest rank's
 * ``smddp_ag_nccl``: the same smddp model with its AllGather forced to NCCL (every collective then takes
   NCCL's path through the smddp backend): its ratio to ``nccl`` is the noise floor of the comparison;
 * ``smddp_c1``, ``smddp_c2``: as ``smddp`` with the copy-engine AllGather in 1 / 2 pipelined parts
-  (``--variants`` adds them; default nccl, smddp, smddp_ag_nccl: fewer variants, more rounds).
+  (``--variants`` adds them; default nccl, smddp, smddp_ag_nccl: fewer variants, more rounds);
+* ``nccl_late``: a third model of the same weights on a second NCCL group, built after the smddp model: its
+  ratio to ``nccl`` is the part of the noise floor that comes from the order the models were built in.
 
 Reported: per variant median and quartiles of the step time, the ratio of medians NCCL / variant (above 1
 = faster than NCCL) and the per-round paired ratios, the collectives one step issues (count and sizes, by
@@ -48,7 +50,8 @@ MODELS = {
     "1.3b": (GPTConfig(dim=2048, n_layers=24, n_heads=16, vocab_size=32000), 2048, 4),  # (config, seq, batch)
     "tiny": (GPTConfig(dim=64, n_layers=4, n_heads=4, vocab_size=256), 32, 2),
 }
-VARIANTS = ("nccl", "smddp", "smddp_ag_nccl", "smddp_c1", "smddp_c2")  # smddp_cN: the AllGather in N parts
+# smddp_cN: the AllGather in N parts; nccl_late: a third model, on a second NCCL group, built after the smddp one
+VARIANTS = ("nccl", "smddp", "smddp_ag_nccl", "smddp_c1", "smddp_c2", "nccl_late")
 COUNTED = ("all_gather_into_tensor", "all_gather_single", "reduce_scatter_tensor", "reduce_scatter_single")
 
 
@@ -182,6 +185,8 @@ def main() -> None:
     cfg, seq, batch = MODELS["tiny" if args.tiny else "1.3b"]
     models = {"nccl": build(nccl_pg, cfg, device), "smddp": build(smddp_pg, cfg, device)}
     models["smddp_ag_nccl"] = models["smddp"]
+    if "nccl_late" in args.variants.split(","):  # is the NCCL model's gap to smddp_ag_nccl the build order's?
+        models["nccl_late"] = build(dist.new_group(backend="nccl" if cuda else "gloo"), cfg, device)
     gen = torch.Generator(device=device).manual_seed(1234 + rank)
     tokens = torch.randint(0, cfg.vocab_size, (batch, seq + 1), device=device, generator=gen)
     x, y = tokens[:, :-1], tokens[:, 1:]
@@ -202,7 +207,7 @@ def main() -> None:
     def set_variant(label: str) -> None:
         if not cuda:  # CPU tensors take gloo whatever the route: nothing to force
             return
-        force_path(smddp_pg, "all_gather", "nccl" if label == "smddp_ag_nccl" else None)
+        force_path(smddp_pg, "all_gather", "nccl" if label == "smddp_ag_nccl" else None)  # nccl*: no smddp call
         ce = engine()
         if ce is not None:
             if not chunks:

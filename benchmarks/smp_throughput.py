@@ -144,15 +144,16 @@ def cases(tiny: bool) -> list[Case]:
         Case("smp tp2+ac+async s8k", "6.7b", 8192, 1, "smp", s8k, ac=True, tp_options={"async_tp": True}),
         Case("smp tp2 s8k", "6.7b", 8192, 1, "smp", s8k),  # may not fit: after the AC run
     ]
-    # The same pair at larger global batches (on 2 GPUs: 4, 6, 8 sequences of 8192): where does each stop fitting?
+    # The same pair at larger global batches (on 2 GPUs: 4 to 16 sequences of 8192): where does each stop fitting?
     # TP's vocabulary-parallel loss keeps a bf16 logits slice where HF's loss holds float32 copies of all the logits.
     # Each TP case runs before the FSDP2 case of its batch, the FSDP2 cases that may not fit last: an OOM may wedge
     # NCCL.
     def s8k_pair(gb: int) -> tuple[Case, Case]:
         return (Case(f"smp tp2+ac s8k gb{gb}", "6.7b", 8192, gb / 2, "smp", s8k, ac=True),
                 Case(f"fsdp2+ac s8k gb{gb}", "6.7b", 8192, gb / 2, "fsdp2", ac=True))
-    (tp4, fsdp4), (tp6, fsdp6), (tp8, fsdp8) = (s8k_pair(gb) for gb in (4, 6, 8))
-    out += [tp4, fsdp4, tp6, tp8, fsdp6, fsdp8]
+    (tp4, fsdp4), (tp6, fsdp6), (tp8, fsdp8), (tp12, fsdp12), (tp16, fsdp16) = (
+        s8k_pair(gb) for gb in (4, 6, 8, 12, 16))
+    out += [tp4, fsdp4, tp6, tp8, fsdp6, fsdp8, tp12, tp16, fsdp12, fsdp16]
     # Long context: one 32k sequence per TP group; plain FSDP2 needs >= 1 sequence per GPU.
     out += [
         Case("smp tp4 seq32k", "6.7b", 32768, 0.25, "smp", {"tensor_parallel_degree": 4}),

@@ -315,7 +315,12 @@ def test_the_allgather_routes_follow_who_issues_it(monkeypatch) -> None:
     plans = {routing.route_plan(native_backend.native_router(m, memcpy, h100), 2, "native") for m in (with_issuer,
                                                                                                     without)}
     assert len(plans) == 2
-    with pytest.raises(ValueError, match="ce_issuer 'cpp' is not one of"):
+    assert native_backend.ce_issuer(without, memcpy) is routing.CEIssuer.PYTHON  # SMDDP_NATIVE=0 above
+    assert native_backend.ce_issuer(with_issuer, memcpy) == "backend"  # a member equals its value
+    monkeypatch.delenv("SMDDP_NATIVE")
+    helper = routing.Router(native=True, gpu=h100, ce_issuer="helper")  # the value as a string picks its table
+    assert helper.table == native_backend.native_router(without, memcpy, h100).table
+    with pytest.raises(ValueError, match=r"ce_issuer 'cpp' is not one of \('backend', 'helper', 'python'\)"):
         routing.Router(native=True, ce_issuer="cpp")
 
 

@@ -27,7 +27,7 @@ from .cpu_path import GlooPath
 from .fast_allgather import CeOptions, ce_options
 from .fast_setup import check_same_routes
 from .native import _cache_dir, enabled_source, native_source
-from .routing import LAMPORT_MAX_LIMIT, Router, native_route_codes, route_plan
+from .routing import LAMPORT_MAX_LIMIT, CEIssuer, Router, native_route_codes, route_plan
 
 log = logging.getLogger("smdist_launcher.smddp")
 
@@ -215,14 +215,14 @@ def create(module: ModuleType, store: dist.Store, rank: int, size: int, timeout:
     return module.SmddpBackend(rank, size, nccl, helper, native_route_codes(router, size))
 
 
-def ce_issuer(module: Any, options: CeOptions) -> str:
+def ce_issuer(module: Any, options: CeOptions) -> CEIssuer:
     """Who issues this build's copy-engine AllGather (routing.CE_ISSUER_ROUTES): C++ where it was built with
     its issuer (CE_NATIVE) and stages with a memcpy, else Python per call, in parts with the ctypes helper."""
     if options.kernel_stage:  # the SM staging copy: the Python choreography, one part
-        return "python"
+        return CEIssuer.PYTHON
     if getattr(module, "CE_NATIVE", False):
-        return "backend"
-    return "python" if os.environ.get("SMDDP_NATIVE", "1") == "0" else "helper"
+        return CEIssuer.BACKEND
+    return CEIssuer.PYTHON if os.environ.get("SMDDP_NATIVE", "1") == "0" else CEIssuer.HELPER
 
 
 def native_router(module: Any, options: CeOptions, gpu: str) -> Router:

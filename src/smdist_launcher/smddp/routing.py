@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from enum import Enum
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -85,10 +86,19 @@ PYTHON_GPU_ROUTES: dict[str, dict[tuple[str, int], Route]] = {
     "H100": {("all_gather", 2): [(64 * MiB - 1, "nccl"), (256 * MiB - 1, "ce"), (UNBOUNDED, "nccl")]},
 }
 
-# Who issues a native backend's copy-engine AllGather, and so which measured table routes it: C++ itself
-# ("backend", GPU_ROUTES), the Python helper per call in parts ("helper", HELPER_GPU_ROUTES), or the Python
-# choreography in one part ("python": SMDDP_CE_KERNEL_STAGE=1 or no helper; PYTHON_GPU_ROUTES).
-CE_ISSUER_ROUTES = {"backend": GPU_ROUTES, "helper": HELPER_GPU_ROUTES, "python": PYTHON_GPU_ROUTES}
+
+class CEIssuer(str, Enum):
+    """Who issues a native backend's copy-engine AllGather, and so which measured table routes it (a str: a member
+    equals its value)."""
+
+    BACKEND = "backend"  # C++ itself: GPU_ROUTES
+    HELPER = "helper"  # the Python helper per call, in parts: HELPER_GPU_ROUTES
+    PYTHON = "python"  # the Python choreography in one part (SMDDP_CE_KERNEL_STAGE=1 or no helper): PYTHON_GPU_ROUTES
+
+
+CE_ISSUER_ROUTES: dict[CEIssuer, dict[str, dict[tuple[str, int], Route]]] = {
+    CEIssuer.BACKEND: GPU_ROUTES, CEIssuer.HELPER: HELPER_GPU_ROUTES, CEIssuer.PYTHON: PYTHON_GPU_ROUTES,
+}
 
 # Codes the C++ backend uses (smddp_backend.cpp: enum Coll, enum Path).
 NATIVE_COLL_CODES = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2, "all_reduce_async": 3}
@@ -164,15 +174,18 @@ class Router:
 
     def __init__(
         self, table: dict[tuple[str, int], Route] | None = None, native: bool = False, gpu: str = "",
-        lamport: bool = False, ce_issuer: str = "backend",
+        lamport: bool = False, ce_issuer: CEIssuer | str = CEIssuer.BACKEND,
     ) -> None:
         """``ce_issuer`` (native only): who issues the copy-engine AllGather (CE_ISSUER_ROUTES)."""
-        if ce_issuer not in CE_ISSUER_ROUTES:
-            raise ValueError(f"smddp routing: ce_issuer {ce_issuer!r} is not one of {tuple(CE_ISSUER_ROUTES)}")
+        try:
+            issuer = CEIssuer(ce_issuer)
+        except ValueError:
+            allowed = tuple(i.value for i in CEIssuer)
+            raise ValueError(f"smddp routing: ce_issuer {ce_issuer!r} is not one of {allowed}") from None
         self.table = dict(NATIVE_ROUTES if native else DEFAULT_ROUTES)
         if native and lamport:
             self.table.update(LAMPORT_ROUTES)
-        for model, routes in (CE_ISSUER_ROUTES[ce_issuer] if native else PYTHON_GPU_ROUTES).items():
+        for model, routes in (CE_ISSUER_ROUTES[issuer] if native else PYTHON_GPU_ROUTES).items():
             if model in gpu:  # gpu: torch.cuda.get_device_name(), e.g. "NVIDIA H100 80GB HBM3"
                 self.table.update(routes)
         self.table.update(_load_overrides() if table is None else table)

@@ -43,6 +43,7 @@ from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel
 
 from . import async_tp, lean_saves
+from .class_swap import swapped_class
 from .collectives import (
     CopyToTP,
     CopyToTPGrouped,
@@ -365,17 +366,7 @@ class BlockTP:
                 _restore(m, n, old)
 
 
-_CLASSES: dict[tuple[type[nn.Module], str], type[nn.Module]] = {}
-
-
-def _swapped_class(base: type[nn.Module], role: str) -> type[nn.Module]:
-    cls = _CLASSES.get((base, role))
-    if cls is None:
-        cls = _CLASSES[(base, role)] = _make_class(base, role)
-    return cls
-
-
-def _make_class(base: type[nn.Module], role: str) -> type[nn.Module]:
+def _role_namespace(base: type[nn.Module], role: str) -> dict[str, Any]:
     forwards: dict[str, Callable[..., Any]] = {"col": _col_forward, "row": _row_forward, "head": _head_forward,
                                                "embed": _embedding_forward}
     if role == "sp_norm":
@@ -383,11 +374,13 @@ def _make_class(base: type[nn.Module], role: str) -> type[nn.Module]:
             return _sp_norm_forward(base, self, *args, **kwargs)
     else:
         forward = forwards[role]
-    return type(f"TP{role.capitalize()}{base.__name__}", (base,), {"forward": forward, "_smp_tp_role": role})
+    return {"forward": forward, "_smp_tp_role": role, "__module__": __name__}
 
 
 def _set_role(module: nn.Module, role: str, info: TPInfo) -> None:
-    module.__class__ = _swapped_class(type(module), role)
+    base = type(module)
+    module.__class__ = swapped_class(base, ("tp_role", role), lambda: _role_namespace(base, role),
+                                     name=f"TP{role.capitalize()}{base.__name__}")
     setattr(module, TP_ATTR, info)
 
 

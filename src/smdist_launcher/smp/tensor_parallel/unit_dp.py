@@ -28,6 +28,7 @@ from torch.distributed.tensor import DTensor, Replicate
 from torch.distributed.utils import _apply_to_tensors
 
 from . import lean_saves, local_modules
+from .class_swap import swapped_class
 from .local_modules import _restore, _swap_tensor
 
 ATTR = "_smp_unit_dp"
@@ -164,9 +165,6 @@ class UnitDPModule:
         return None
 
 
-_CLASSES: dict[type, type] = {}
-
-
 def _owned(module: nn.Module, skip: Iterable[nn.Module]) -> list[tuple[nn.Module, str]]:
     """(module, name) of every parameter under ``module`` outside the ``skip`` subtrees."""
     skipped = {id(s) for s in skip}
@@ -210,13 +208,8 @@ def install(model: nn.Module, blocks: list[str], policy: MixedPrecisionPolicy, m
     root = _Scope(precision, _owned(model, mods), policy, root=True)
     model.register_forward_pre_hook(root.pre, with_kwargs=True, prepend=True)
     model.register_forward_hook(root.post, with_kwargs=True, always_call=True)
-    cls = type(model)
-    new = _CLASSES.get(cls)
-    if new is None:
-        # the model's own name: HF's save_pretrained writes it into config.architectures (it strips only FSDP2's
-        # "FSDP" prefix), and a loader must find the class by that name
-        new = _CLASSES[cls] = type(cls.__name__, (cls, UnitDPModule),
-                                   {"__qualname__": cls.__qualname__, "__module__": cls.__module__})
-    model.__class__ = new
+    # the model's own name: HF's save_pretrained writes it into config.architectures (it strips only FSDP2's
+    # "FSDP" prefix), and a loader must find the class by that name
+    model.__class__ = swapped_class(type(model), "unit_dp", dict, mixins=(UnitDPModule,))
     setattr(model, ATTR, precision)
     return model

@@ -39,6 +39,7 @@ from torch.autograd import Function
 from torch.distributed.tensor import DTensor, Shard
 
 from . import local_modules
+from .class_swap import swapped_class
 from .collectives import all_reduce
 
 ATTR = "_smp_vocab_parallel_lm"
@@ -204,17 +205,7 @@ def _eligible(cls: type[nn.Module]) -> bool:
             and "labels" in inspect.signature(cls.forward).parameters)
 
 
-_CLASSES: dict[type[nn.Module], type[nn.Module]] = {}
-
-
-def _lm_class(base: type[nn.Module]) -> type[nn.Module]:
-    cls = _CLASSES.get(base)
-    if cls is None:
-        cls = _CLASSES[base] = _make_lm_class(base)
-    return cls
-
-
-def _make_lm_class(base: type[nn.Module]) -> type[nn.Module]:
+def _lm_namespace(base: type[nn.Module]) -> dict[str, Any]:
     prop = inspect.getattr_static(base, "loss_function")
 
     # the model's own signature (inspect follows __wrapped__): HF's Trainer keeps only the dataset columns that
@@ -245,10 +236,7 @@ def _make_lm_class(base: type[nn.Module]) -> type[nn.Module]:
             raise AttributeError(f"{base.__name__}.loss_function cannot be set")
         prop.fset(self, value)
 
-    # the model's own name (HF writes it into config.architectures on save_pretrained)
-    return type(base.__name__, (base,), {"forward": forward, "loss_function": property(get_loss, set_loss),
-                                         "__qualname__": base.__qualname__, "__module__": base.__module__,
-                                         "_smp_vocab_parallel": True})
+    return {"forward": forward, "loss_function": property(get_loss, set_loss), "_smp_vocab_parallel": True}
 
 
 def install(model: nn.Module) -> bool:
@@ -263,5 +251,6 @@ def install(model: nn.Module) -> bool:
     base = type(model)
     forward = base.forward
     setattr(model, ATTR, VocabParallelLM(info, _position(forward, "labels"), _position(forward, "logits_to_keep")))
-    model.__class__ = _lm_class(base)
+    # the model's own name (HF writes it into config.architectures on save_pretrained)
+    model.__class__ = swapped_class(base, "vocab_parallel_lm", lambda: _lm_namespace(base))
     return True
