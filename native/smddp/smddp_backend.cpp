@@ -629,6 +629,7 @@ class SmddpBackend : public c10d::Backend {
       ce_.mode = got.cast<std::string>() == "off" ? CeMode::kOff : CeMode::kPython;
       return false;
     }
+    std::string failed;  // empty: this rank's state is ready
     try {
       auto st = got.cast<py::tuple>();
       TORCH_CHECK(st.size() == 9, "smddp: copy-engine state of ", st.size(), " items");
@@ -674,16 +675,26 @@ class SmddpBackend : public c10d::Backend {
       ce_.plans_version = -1;
       ce_.turn = 0;  // a new pair: every rank starts it at buffer 0
       ce_.capacity = capacity;
-      ce_.mode = CeMode::kNative;
     } catch (const std::exception& e) {
-      // The same build and state on every rank: every rank falls back alike (the Python choreography).
-      ce_.handles = {};
-      ce_.mode = CeMode::kPython;
-      TORCH_WARN("smddp: the native copy-engine AllGather is unavailable (", e.what(),
-                 "); issuing its copies from Python");
-      return false;
+      failed = e.what();
+      if (failed.empty()) failed = "unknown error";
     }
-    return true;
+    // A failure can be this rank's alone (its driver, events, a state it could not read): every rank takes the
+    // path the worst one can, or those issuing C++ parts would wait at barriers the others never reach.
+    if (helper().attr("agree")(failed.empty()).cast<bool>()) {
+      ce_.mode = CeMode::kNative;
+      return true;
+    }
+    ce_.handles = {};
+    ce_.capacity = 0;
+    ce_.mode = CeMode::kPython;
+    if (failed.empty()) {
+      TORCH_WARN("smddp: a peer could not set up the native copy-engine AllGather; issuing its copies from Python");
+    } else {
+      TORCH_WARN("smddp: the native copy-engine AllGather is unavailable (", failed,
+                 "); issuing its copies from Python");
+    }
+    return false;
   }
 
   // The parts of a call of nbytes per rank: asked of Python once per size (fast_allgather.PartPlans),

@@ -149,3 +149,33 @@ def scenario_ce_edges(rank: int, ws: int, device: str) -> None:
         for pg in (world, second):
             force_path(pg, "all_gather", None)
     print(f"rank {rank}: {checks} copy-engine edge checks equal NCCL", flush=True)
+
+
+def scenario_ce_one_rank_set_up_fails(rank: int, ws: int, device: str) -> None:
+    """The last rank cannot set up the C++ copy-engine state (a state it cannot read: its own failure, as a
+    driver or event error would be): every rank must take the Python choreography alike, not hang at the
+    barriers of parts its peer never stages."""
+    from smdist_launcher.smddp import force_path, native_backend
+    from smdist_launcher.smddp.fast_allgather import CopyEngineAllGather
+
+    world = dist.group.WORLD
+    backend = native_backend.native_backend_of(world)
+    if backend is None or not getattr(native_backend._module, "CE_NATIVE", False):
+        raise AssertionError(f"no native copy-engine AllGather here: {native_backend.unavailable_reason()}")
+    if rank == ws - 1:
+        CopyEngineAllGather.native_state = lambda self, nbytes: ("not", "a", "state")  # type: ignore[method-assign]
+    nccl_pg = dist.new_group(backend="nccl")
+    force_path(world, "all_gather", "ce")
+    gen = torch.Generator(device="cuda").manual_seed(700 + rank)
+    for n in ((8 << 20) + 3, (24 << 20) + 1):  # the second grows the pair: the state is asked for again
+        x = torch.randn(n, generator=gen, device="cuda").to(torch.bfloat16)
+        out = torch.full((n * ws,), float("nan"), device="cuda", dtype=torch.bfloat16)
+        dist.all_gather_into_tensor(out, x, group=world)
+        want = torch.empty_like(out)
+        dist.all_gather_into_tensor(want, x, group=nccl_pg)
+        torch.cuda.synchronize()
+        if not torch.equal(out, want):
+            raise AssertionError(f"n={n}: the fallen-back AllGather differs from NCCL")
+    if backend.ce_stats()[0] != 0:
+        raise AssertionError(f"rank {rank} issued {backend.ce_stats()[0]} calls natively while a peer could not")
+    print("one rank's failed set-up: every rank fell back alike", flush=True)

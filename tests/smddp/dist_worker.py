@@ -1063,9 +1063,16 @@ def scenario_ce_edges(rank: int, ws: int, device: str) -> None:
     run(rank, ws, device)
 
 
+def scenario_ce_one_rank_set_up_fails(rank: int, ws: int, device: str) -> None:
+    from ce_edge_scenarios import scenario_ce_one_rank_set_up_fails as run
+
+    run(rank, ws, device)
+
+
 SCENARIOS = {"lamport": scenario_lamport, "reinit": scenario_reinit, "lamport_timeout": scenario_lamport_timeout,
              "funcol": scenario_funcol, "fast_paths": scenario_fast_paths, "collectives": scenario_collectives,
-             "ddp": scenario_ddp, "fsdp2": scenario_fsdp2, "native": scenario_native, "ce_edges": scenario_ce_edges}
+             "ddp": scenario_ddp, "fsdp2": scenario_fsdp2, "native": scenario_native, "ce_edges": scenario_ce_edges,
+             "ce_one_rank_set_up_fails": scenario_ce_one_rank_set_up_fails}
 
 
 def main() -> None:

@@ -285,6 +285,44 @@ def test_the_helper_tells_the_backend_how_to_issue_the_allgather(monkeypatch) ->
     assert asked == [True, True, False]
 
 
+def test_a_failure_on_one_rank_decides_for_every_rank() -> None:
+    """agree(ok), what the C++ backend asks after setting up its copy-engine state: False on every rank as soon as
+    one rank's ok is False (else ranks issuing C++ parts would wait at barriers the failed one never reaches)."""
+    import datetime
+    import threading
+
+    import torch.distributed as dist
+
+    store = dist.HashStore()
+    for oks in ((True, True), (True, False), (False, True), (False, False)):
+        got: list[bool | None] = [None, None]
+
+        def rank(r: int, oks: tuple[bool, bool] = oks, got: list[bool | None] = got) -> None:
+            helper = native_backend.NativeHelper(dist.PrefixStore(f"agree/{oks}", store), r, 2,
+                                                 datetime.timedelta(seconds=30))
+            got[r] = helper.agree(oks[r])
+
+        threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert got == [all(oks)] * 2, (oks, got)
+
+
+@pytest.mark.gpu
+def test_gpu_one_rank_failing_the_native_allgather_set_up_does_not_hang(run_ranks) -> None:
+    """The last rank cannot read the C++ copy-engine state: both ranks gather through the Python choreography,
+    equal to NCCL, none issuing natively (before: its peer issued C++ parts and waited at their barriers)."""
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 CUDA GPUs")
+    log = run_ranks("ce_one_rank_set_up_fails", 2, device="cuda", timeout=150)
+    assert log.count("every rank fell back alike") == 2
+    assert "a peer could not set up the native copy-engine AllGather" in log
+
+
 def test_the_allgather_routes_follow_who_issues_it(monkeypatch) -> None:
     """2x H100: only the C++ issuer (CE_NATIVE) won up to 1 GiB. A build without it (no nvcc, SMDDP_LAMPORT=0)
     issues each call through the Python helper, which measured 1.01x at 512 MiB and 0.98x at 1 GiB: NCCL from

@@ -188,6 +188,15 @@ class NativeHelper:
             return "python"
         return self.allgather.native_state(nbytes)
 
+    def agree(self, ok: bool) -> bool:
+        """True when ``ok`` is True on every rank. Collective, over the CPU group: what one rank could set up
+        alone (the C++ copy-engine state) must decide the path of all of them alike."""
+        flag = torch.tensor([1 if ok else 0], dtype=torch.int32)
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = dist.ReduceOp.MIN
+        self.cpu.pg.allreduce([flag], opts).wait()
+        return bool(flag.item())
+
     def allgather_ce_plan(self, nbytes: int) -> tuple[tuple[int, int], ...]:
         """The parts of a call of ``nbytes`` per rank (cached; C++ caches them too, per plan version)."""
         return self.allgather.plan(nbytes)
