@@ -193,7 +193,7 @@ class NativeHelper:
         alone (the C++ copy-engine state) must decide the path of all of them alike."""
         flag = torch.tensor([1 if ok else 0], dtype=torch.int32)
         opts = dist.AllreduceOptions()
-        opts.reduceOp = dist.ReduceOp.MIN
+        opts.reduceOp = dist.ReduceOp(dist.ReduceOp.MIN)
         self.cpu.pg.allreduce([flag], opts).wait()
         return bool(flag.item())
 
