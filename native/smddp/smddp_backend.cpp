@@ -630,6 +630,7 @@ class SmddpBackend : public c10d::Backend {
       return false;
     }
     std::string failed;  // empty: this rank's state is ready
+    int64_t ready = 0;  // its capacity, taken only once every rank agreed (agree may raise: then none is)
     try {
       auto st = got.cast<py::tuple>();
       TORCH_CHECK(st.size() == 9, "smddp: copy-engine state of ", st.size(), " items");
@@ -674,7 +675,7 @@ class SmddpBackend : public c10d::Backend {
       ce_.plans.clear();
       ce_.plans_version = -1;
       ce_.turn = 0;  // a new pair: every rank starts it at buffer 0
-      ce_.capacity = capacity;
+      ready = capacity;
     } catch (const std::exception& e) {
       failed = e.what();
       if (failed.empty()) failed = "unknown error";
@@ -682,6 +683,7 @@ class SmddpBackend : public c10d::Backend {
     // A failure can be this rank's alone (its driver, events, a state it could not read): every rank takes the
     // path the worst one can, or those issuing C++ parts would wait at barriers the others never reach.
     if (helper().attr("agree")(failed.empty()).cast<bool>()) {
+      ce_.capacity = ready;
       ce_.mode = CeMode::kNative;
       return true;
     }

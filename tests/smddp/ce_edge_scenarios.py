@@ -163,11 +163,15 @@ def scenario_ce_one_rank_set_up_fails(rank: int, ws: int, device: str) -> None:
     if backend is None or not getattr(native_backend._module, "CE_NATIVE", False):
         raise AssertionError(f"no native copy-engine AllGather here: {native_backend.unavailable_reason()}")
     if rank == ws - 1:
-        CopyEngineAllGather.native_state = lambda self, nbytes: ("not", "a", "state")  # type: ignore[method-assign]
+        # the pair's rendezvous is collective: this rank still makes it (as its peer does), then hands C++ a state
+        # it cannot take (one item short); skipping it would leave the peer in the rendezvous, not at the agreement
+        made = CopyEngineAllGather.native_state
+        CopyEngineAllGather.native_state = (  # type: ignore[method-assign]
+            lambda self, nbytes: made(self, nbytes)[:-1])
     nccl_pg = dist.new_group(backend="nccl")
     force_path(world, "all_gather", "ce")
     gen = torch.Generator(device="cuda").manual_seed(700 + rank)
-    for n in ((8 << 20) + 3, (24 << 20) + 1):  # the second grows the pair: the state is asked for again
+    for n in ((8 << 20) + 3, (24 << 20) + 1):  # the second grows the pair, on the Python path both now take
         x = torch.randn(n, generator=gen, device="cuda").to(torch.bfloat16)
         out = torch.full((n * ws,), float("nan"), device="cuda", dtype=torch.bfloat16)
         dist.all_gather_into_tensor(out, x, group=world)

@@ -47,3 +47,24 @@ def test_names_kept_unless_given() -> None:
     assert kept.__bases__ == (Base, Mixin) and kept().switch() == "mixin"  # type: ignore[attr-defined]
     named = swapped_class(Base, ("test", "named"), lambda: {"__module__": "elsewhere"}, name="TPColBase")
     assert (named.__name__, named.__qualname__, named.__module__) == ("TPColBase", "TPColBase", "elsewhere")
+
+
+def test_a_swap_built_meanwhile_by_another_thread_is_the_one_both_get() -> None:
+    """Two threads swapping one class at once (the second builds while the first is still building): both get
+    one subclass, so their modules still share one type (before: the first overwrote the second's entry)."""
+    import threading
+
+    got: dict[str, type] = {}
+
+    def other() -> None:
+        got["other"] = swapped_class(Base, ("test", "race"), dict)
+
+    def namespace() -> dict[str, object]:
+        if "other" not in got:  # the first build: the other thread swaps the same class now, to the end
+            thread = threading.Thread(target=other)
+            thread.start()
+            thread.join()
+        return {}
+
+    got["first"] = swapped_class(Base, ("test", "race"), namespace)
+    assert got["first"] is got["other"] is swapped_class(Base, ("test", "race"), dict)

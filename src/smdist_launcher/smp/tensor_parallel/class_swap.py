@@ -23,5 +23,8 @@ def swapped_class(base: type[T], key: Hashable, namespace: Callable[[], dict[str
     if cls is None:
         ns = {"__qualname__": base.__qualname__ if name is None else name, "__module__": base.__module__,
               **namespace()}
-        cls = _SUBCLASSES[(base, key)] = type(base.__name__ if name is None else name, (base, *mixins), ns)
+        built = type(base.__name__ if name is None else name, (base, *mixins), ns)
+        # setdefault, not a store: a thread that built the same subclass meanwhile keeps its own, and both
+        # callers get that one (modules of one class share one type)
+        cls = _SUBCLASSES.setdefault((base, key), built)
     return cast("type[T]", cls)
