@@ -177,3 +177,64 @@ def test_get_metric_data_answers_metric_stat_queries(cloudwatch: Any, clients: d
     with pytest.raises(ClientError) as info:  # metric math is not answered
         cloudwatch.get_metric_data(MetricDataQueries=[{"Id": "m", "Expression": "SUM(METRICS())"}], **window)
     assert info.value.response["Error"]["Code"] == "InvalidParameterValueException"
+
+
+def test_a_timestamp_string_and_a_bad_page_token_are_answered_not_a_500(tmp_path: Path) -> None:
+    """A raw caller may send a timestamp as a string (botocore's validator takes ISO 8601): float() of it was a 500
+    with a Python traceback's words; a NextToken of "-3" paged from the end, one of 5,000 digits was a 500."""
+    from smdist_launcher.serve.jobs import Settings
+    from smdist_launcher.serve.server import Endpoint
+
+    endpoint = Endpoint(Settings(jobs_dir=tmp_path))
+    statistics = {"Namespace": NAMESPACE, "MetricName": "loss", "StartTime": "2026-01-01T00:00:00Z",
+                  "EndTime": "2026-01-01T01:00:00Z", "Period": 60, "Statistics": ["Average"]}
+    data = {"MetricDataQueries": [{"Id": "q", "MetricStat": {"Metric": {"Namespace": NAMESPACE, "MetricName": "loss"},
+                                                           "Period": 60, "Stat": "Average"}}],
+            "StartTime": "2026-01-01T00:00:00Z", "EndTime": "1767229200"}
+    for operation, params in (("GetMetricStatistics", statistics), ("GetMetricData", data)):
+        status, body = endpoint.call(f"GraniteServiceVersion20100801.{operation}", json.dumps(params).encode())
+        assert status == 200, body
+    for token in ("-3", " 1", "1_0", "9" * 5000):
+        status, body = endpoint.call("GraniteServiceVersion20100801.ListMetrics",
+                                     json.dumps({"NextToken": token}).encode())
+        assert (status, json.loads(body)["__type"]) == (400, "InvalidNextToken"), (token, body)
+
+
+def test_final_metrics_read_only_what_the_store_gained(tmp_path: Path) -> None:
+    """DescribeTrainingJob (every client's wait() polls it) read a job's whole metrics store each time, into memory:
+    a job printing a metric line in a loop grows it by gigabytes (a 43 MB store took 250 MB a call). Now a bounded
+    read of the lines it gained: the peak stays a fraction of the store, and a line still being written waits."""
+    import tracemalloc
+    from types import SimpleNamespace
+
+    from smdist_launcher.serve.jobs import Jobs, ServedJob, Settings
+    from smdist_launcher.serve.metrics import JobMetrics
+
+    job_dir = tmp_path / "chatty"
+    job_dir.mkdir()
+    store = job_dir / STORE_FILE
+    store.write_text("".join(MetricPoint("loss", i / 10, 1.7e9 + i, "algo-1", 0).to_json() + "\n"
+                             for i in range(40_000)))
+    jobs = Jobs(Settings(jobs_dir=tmp_path))
+    served = ServedJob({"TrainingJobName": "chatty"})
+    served.local = SimpleNamespace(job_dir=str(job_dir))   # what the metrics reads use of a running job
+    jobs._jobs["chatty"] = served
+    metrics = JobMetrics(jobs)
+    described = {"TrainingJobName": "chatty",
+                 "AlgorithmSpecification": {"MetricDefinitions": [{"Name": "loss", "Regex": "loss=(.*)"}]}}
+    tracemalloc.start()
+    try:
+        final = metrics.with_final_metrics(described)["FinalMetricDataList"]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert final == [{"MetricName": "loss", "Value": 3999.9, "Timestamp": 1.7e9 + 39_999}]
+    assert peak < store.stat().st_size / 4, (peak, store.stat().st_size)
+    newer = MetricPoint("loss", 0.25, 1.8e9, "algo-1", 1).to_json()
+    with store.open("a") as f:
+        f.write(newer[:20])   # torn: the writer is mid-line
+    assert metrics.with_final_metrics(described)["FinalMetricDataList"][0]["Value"] == 3999.9
+    with store.open("a") as f:
+        f.write(newer[20:] + "\n")
+    assert metrics.with_final_metrics(described)["FinalMetricDataList"] == [
+        {"MetricName": "loss", "Value": 0.25, "Timestamp": 1.8e9}]

@@ -143,3 +143,46 @@ def test_a_hyperparameter_nested_past_the_json_parser_is_refused(tmp_path: Path,
     request["HyperParameters"][key] = "[" * 1250 + "]" * 1250
     message = _refusal(_NotRun(Settings(jobs_dir=tmp_path)), request)
     assert f"HyperParameters.{key}" in message and "nested deeper" in message, message
+
+
+def test_a_v2_requests_channels_are_checked_like_a_commands(tmp_path: Path) -> None:
+    """A v2 request's channels become a mapping of fit() inputs: a channel named twice silently replaced the first
+    (the job ran on the second's data), a FileSystemDataSource channel was silently left out, and '..' was reported
+    at 'InputDataConfig...' (no index, no ChannelName)."""
+    jobs = _NotRun(Settings(jobs_dir=tmp_path))
+    twice = _request("smdist-attack", "chan-twice")
+    twice["InputDataConfig"].append({"ChannelName": "train", "DataSource": {"S3DataSource": {
+        "S3DataType": "S3Prefix", "S3Uri": "s3://smdist-attack/other"}}})
+    message = _refusal(jobs, twice)
+    assert "InputDataConfig[1].ChannelName" in message and "given before" in message, message
+    efs = _request("smdist-attack", "chan-efs")
+    efs["InputDataConfig"].append({"ChannelName": "fs", "DataSource": {"FileSystemDataSource": {
+        "FileSystemId": "fs-1234567890", "FileSystemAccessMode": "ro", "FileSystemType": "EFS",
+        "DirectoryPath": "/etc"}}})
+    message = _refusal(jobs, efs)
+    assert "InputDataConfig[1].DataSource" in message and "S3DataSource" in message, message
+    dots = _request("smdist-attack", "chan-dots")
+    dots["InputDataConfig"][0]["ChannelName"] = ".."
+    message = _refusal(jobs, dots)
+    assert "InputDataConfig[0].ChannelName" in message and "'..'" in message, message
+    assert not tmp_path.joinpath("chan-twice").exists()
+
+
+def test_list_training_jobs_pages_every_job_and_refuses_a_token_it_never_gave(tmp_path: Path) -> None:
+    """ListTrainingJobs answered the first MaxResults jobs and no NextToken (a paginator never saw the rest) and took
+    any NextToken silently."""
+    jobs = _NotRun(Settings(jobs_dir=tmp_path))
+    for i in range(5):
+        jobs.create(_request("smdist-attack", f"page-{i}"))
+    seen, token = [], None
+    while True:
+        page = jobs.summaries({"MaxResults": 2, "SortOrder": "Ascending", **({"NextToken": token} if token else {})})
+        seen += [row["TrainingJobName"] for row in page["TrainingJobSummaries"]]
+        token = page.get("NextToken")
+        if token is None:
+            break
+    assert seen == [f"page-{i}" for i in range(5)]
+    for hostile in ("-2", "../x", " 1", "9" * 5000):
+        with pytest.raises(ApiError) as info:
+            jobs.summaries({"NextToken": hostile})
+        assert info.value.code == "ValidationException" and "NextToken" in info.value.message, hostile

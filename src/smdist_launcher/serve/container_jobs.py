@@ -98,6 +98,12 @@ def _channels(request: dict[str, Any]) -> tuple[dict[str, Channel], list[ErrorIt
     return out, problems
 
 
+def channel_problems(request: dict[str, Any]) -> list[ErrorItem]:
+    """What is wrong with a request's InputDataConfig, by request key (v2 requests too: their fit() inputs are a
+    mapping, where a channel named twice silently replaced the first and a non-S3 channel was silently left out)."""
+    return _channels(request)[1]
+
+
 def _gpu_hosts(types: list[str]) -> bool:
     """Run as local_gpu: every instance type has GPUs and this machine has some (split between the hosts)."""
     from ..backends.local.addressing import visible_gpus

@@ -25,6 +25,7 @@ from ..errors import ErrorItem
 from .container_jobs import (
     DRIVERS_CHANNEL,
     CheckedCommand,
+    channel_problems,
     checked_container_plan,
     container_submission,
     image_entrypoint_problem,
@@ -251,7 +252,8 @@ class Jobs:
             if is_container_command(request):
                 command = checked_container_plan(request, self.settings)
             else:
-                problems = hyperparameter_json_problems(request) or v2_code_problems(request)
+                problems = hyperparameter_json_problems(request) or v2_code_problems(request) \
+                    or channel_problems(request)
                 if problems:
                     raise ValidationError(problems)
                 estimator, inputs = estimator_for(request, self.settings)
@@ -406,7 +408,16 @@ class Jobs:
                 continue
             rows.append({"TrainingJobName": job.name, "TrainingJobArn": self.arn(job.name), "CreationTime": job.created,
                          "LastModifiedTime": time.time(), "TrainingJobStatus": status})
-        return {"TrainingJobSummaries": rows[: int(params.get("MaxResults") or 100)]}
+        # NextToken: the offset of the next page (none was given: a paginator stopped after the first MaxResults)
+        token = str(params.get("NextToken") or "0")
+        if not (token.isascii() and token.isdigit() and len(token) <= 18):
+            raise ApiError("ValidationException", f"NextToken {token[:80]!r} is not a token this endpoint gave out "
+                                                  "(give the NextToken of the previous ListTrainingJobs answer)")
+        start, size = int(token), int(params.get("MaxResults") or 100)
+        out: dict[str, Any] = {"TrainingJobSummaries": rows[start: start + size]}
+        if start + size < len(rows):
+            out["NextToken"] = str(start + size)
+        return out
 
     def tags(self, params: dict[str, Any]) -> dict[str, Any]:
         """ListTags of a training job's ARN (the SDK's attach asks for them)."""
