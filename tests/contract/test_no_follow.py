@@ -150,6 +150,23 @@ def test_chown_tree_changes_links_not_their_targets(job: Path, outside: Path) ->
     assert tree_snapshot(outside) == before
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_tree_reads_skip_hard_links_the_job_does_not_own(tmp_path: Path, job: Path, outside: Path) -> None:
+    """Without fs.protected_hardlinks a job can hard-link /etc/shadow into its output: packing the tree with more
+    privilege (regular_files, copy_out) must not hand it over. The job's own hard links are kept."""
+    out = job / "opt" / "ml" / "output"
+    out.mkdir(parents=True, exist_ok=True)
+    chown_tree(job, 65534, 65534)
+    (out / "model.bin").write_bytes(b"weights")
+    os.chown(out / "model.bin", 65534, 65534)            # written by the job
+    os.link(out / "model.bin", out / "model-again.bin")  # the job's own file, two links: kept
+    os.link(outside / "shadow", out / "shadow")          # root's file, planted as a hard link: skipped
+    assert (out / "shadow").stat().st_uid == 0 and (out / "model.bin").stat().st_uid == 65534
+    assert sorted(rel for rel, _f, _st in regular_files(job, "opt/ml/output")) == ["model-again.bin", "model.bin"]
+    assert copy_out(job, "opt/ml/output", tmp_path / "copied") == 2
+    assert sorted(p.name for p in (tmp_path / "copied").iterdir()) == ["model-again.bin", "model.bin"]
+
+
 def test_host_paths_are_anchored_above_opt_ml(tmp_path: Path, outside: Path) -> None:
     host = tmp_path / "job" / "hosts" / "algo-1"
     assert host_anchor(host / "opt" / "ml") == (host, Path("opt/ml"))

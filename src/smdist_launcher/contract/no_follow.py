@@ -298,7 +298,7 @@ def chown_tree(root: Path, uid: int, gid: int) -> None:
         os.chown(fd, uid, gid)
         for _rel, name, parent, entry in _walk(fd):
             st = entry.stat(follow_symlinks=False)
-            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and st.st_uid != uid:
+            if stat.S_ISREG(st.st_mode) and _planted_hard_link(st, uid):
                 continue
             try:
                 os.chown(name, uid, gid, dir_fd=parent, follow_symlinks=False)
@@ -308,22 +308,34 @@ def chown_tree(root: Path, uid: int, gid: int) -> None:
         os.close(fd)
 
 
+def _planted_hard_link(st: os.stat_result, owner: int) -> bool:
+    """A regular file of several hard links that the tree's owner does not own: without fs.protected_hardlinks a job
+    can hard-link any file of this machine into its tree (/etc/shadow), and reading it with more privilege than the
+    job's would hand it over. The job's own hard links (its uid) are kept."""
+    return st.st_nlink > 1 and st.st_uid != owner
+
+
 def regular_files(root: str | os.PathLike[str],
                   relative: str | os.PathLike[str] = ".") -> Iterator[tuple[str, BinaryIO, os.stat_result]]:
     """(path relative to root/relative, open file, its stat) of every regular file below root/relative, sorted by
     nothing but the walk. Links (to files or folders), FIFOs, sockets and devices are skipped; nothing is followed.
-    Each file is closed when the iteration moves on. A missing root/relative yields nothing."""
+    Each file is closed when the iteration moves on. A missing root/relative yields nothing. A hard link the tree's
+    owner does not own is skipped too (_planted_hard_link)."""
     try:
         top = open_dir_nofollow(root, relative)
     except (FileNotFoundError, NotADirectoryError):
         return
     try:
+        owner = os.fstat(top).st_uid
         for rel, name, parent, entry in _walk(top):
             if not entry.is_file(follow_symlinks=False):
                 continue
             try:
                 fd, st = _open_regular(name, parent)
             except OSError:  # swapped for a link or a special file since the listing
+                continue
+            if _planted_hard_link(st, owner):
+                os.close(fd)
                 continue
             with os.fdopen(fd, "rb") as f:
                 yield rel, f, st
@@ -335,7 +347,8 @@ def copy_out(root: str | os.PathLike[str], relative: str | os.PathLike[str], des
              keep_links: bool = False) -> int:
     """Copy the job-owned tree root/relative into `dest` (a folder of ours, created if missing); returns the count
     of regular files copied. Nothing is followed: links are skipped (or with `keep_links` recreated as links, their
-    target text untouched), FIFOs, sockets and devices are skipped. A later file replaces an existing one."""
+    target text untouched), FIFOs, sockets and devices are skipped, and so is a hard link the tree's owner does not
+    own (_planted_hard_link). A later file replaces an existing one."""
     count = 0
     try:
         top = open_dir_nofollow(root, relative)
@@ -343,6 +356,7 @@ def copy_out(root: str | os.PathLike[str], relative: str | os.PathLike[str], des
         return 0
     dest.mkdir(parents=True, exist_ok=True)
     try:
+        owner = os.fstat(top).st_uid
         for rel, name, parent, entry in _walk(top):
             target = dest / rel
             if entry.is_symlink():
@@ -361,6 +375,9 @@ def copy_out(root: str | os.PathLike[str], relative: str | os.PathLike[str], des
             try:
                 fd, st = _open_regular(name, parent)
             except OSError:
+                continue
+            if _planted_hard_link(st, owner):
+                os.close(fd)
                 continue
             with os.fdopen(fd, "rb") as src:
                 _copy_file(src, st, target)
