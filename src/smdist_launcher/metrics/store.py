@@ -16,6 +16,7 @@ import json
 import math
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
@@ -119,15 +120,18 @@ def read_file(path: Path) -> list[MetricPoint]:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return []
-    points = []
-    for line in text.splitlines():
+    return list(parse_lines(text.splitlines()))
+
+
+def parse_lines(lines: Iterable[str | bytes]) -> Iterator[MetricPoint]:
+    """The points of store lines; a torn or foreign line is skipped."""
+    for line in lines:
         if not line.strip():
             continue
         try:
-            points.append(MetricPoint.from_dict(json.loads(line)))
-        except (ValueError, KeyError, TypeError):
+            yield MetricPoint.from_dict(json.loads(line))
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             continue
-    return points
 
 
 def read_points(job_dir: Path) -> list[MetricPoint]:

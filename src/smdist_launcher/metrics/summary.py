@@ -61,12 +61,17 @@ def summarize(points: Iterable[MetricPoint]) -> list[MetricSummary]:
     return out
 
 
+def latest_training_values(points: Iterable[MetricPoint],
+                           last: dict[str, tuple[float, float]] | None = None) -> dict[str, tuple[float, float]]:
+    """(timestamp, value) of the latest point of each training metric (any host/rank), ``last`` brought up to date
+    with ``points`` when given (a reader that takes a store in pieces)."""
+    last = {} if last is None else last
+    for p in points:
+        if p.kind == TRAINING and (p.name not in last or p.timestamp >= last[p.name][0]):
+            last[p.name] = (p.timestamp, p.value)
+    return last
+
+
 def final_metrics(points: Iterable[MetricPoint]) -> dict[str, float]:
     """The last value of each training metric (any host/rank): what SageMaker's FinalMetricDataList holds."""
-    last: dict[str, tuple[float, float]] = {}
-    for p in points:
-        if p.kind != TRAINING:
-            continue
-        if p.name not in last or p.timestamp >= last[p.name][0]:
-            last[p.name] = (p.timestamp, p.value)
-    return {name: value for name, (_, value) in last.items()}
+    return {name: value for name, (_, value) in latest_training_values(points).items()}

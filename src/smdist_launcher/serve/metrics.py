@@ -7,7 +7,6 @@ one dimension TrainingJobName=<job>, every host's and rank's values together; a 
 under Host=<job>/<host>."""
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
@@ -16,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..metrics.store import SYSTEM, TRAINING, MetricPoint, read_points, store_files
+from ..metrics.store import SYSTEM, MetricPoint, parse_lines, read_points, store_files
+from ..metrics.summary import latest_training_values
 from .jobs import Jobs
 from .protocol import ApiError
 
@@ -138,13 +138,7 @@ class _Finals:
         return offset
 
     def _take(self, lines: bytes) -> None:
-        for line in lines.splitlines():
-            try:
-                p = MetricPoint.from_dict(json.loads(line))
-            except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-                continue  # a torn or foreign line, skipped as read_points skips it
-            if p.kind == TRAINING and (p.name not in self.last or p.timestamp >= self.last[p.name][0]):
-                self.last[p.name] = (p.timestamp, p.value)
+        latest_training_values(parse_lines(lines.splitlines()), self.last)
 
 
 class JobMetrics:
