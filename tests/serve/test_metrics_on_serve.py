@@ -200,6 +200,50 @@ def test_a_timestamp_string_and_a_bad_page_token_are_answered_not_a_500(tmp_path
         assert (status, json.loads(body)["__type"]) == (400, "InvalidNextToken"), (token, body)
 
 
+def _served_store(tmp_path: Path, name: str, lines: int) -> tuple[Any, Path]:
+    """JobMetrics over one served job whose store holds `lines` training points (loss = i / 10) and as many host
+    samples."""
+    from types import SimpleNamespace
+
+    from smdist_launcher.serve.jobs import Jobs, ServedJob, Settings
+    from smdist_launcher.serve.metrics import JobMetrics
+
+    job_dir = tmp_path / name
+    job_dir.mkdir()
+    store = job_dir / STORE_FILE
+    store.write_text("".join(MetricPoint("loss", i / 10, 1.7e9 + i, "algo-1", 0).to_json() + "\n"
+                             + MetricPoint("CPUUtilization", 50.0, 1.7e9 + i, "algo-1", None, kind=SYSTEM).to_json()
+                             + "\n" for i in range(lines)))
+    jobs = Jobs(Settings(jobs_dir=tmp_path))
+    served = ServedJob({"TrainingJobName": name})
+    served.local = SimpleNamespace(job_dir=str(job_dir))   # what the metrics reads use of a running job
+    jobs._jobs[name] = served
+    return JobMetrics(jobs), store
+
+
+def test_cloudwatch_reads_hold_what_they_answer_not_the_store(tmp_path: Path) -> None:
+    """ListMetrics and GetMetricStatistics read the store a line at a time: the peak is what they answer (the
+    series; the points in the asked range), a fraction of a chatty job's store (they loaded it whole, as
+    DescribeTrainingJob did)."""
+    import tracemalloc
+
+    metrics, store = _served_store(tmp_path, "chatty", 20_000)
+    tracemalloc.start()
+    try:
+        listed = metrics.list_metrics({"Namespace": NAMESPACE})["Metrics"]
+        stats = metrics.statistics({"Namespace": NAMESPACE, "MetricName": "loss", "StartTime": 1.7e9 + 19_900,
+                                    "EndTime": 1.7e9 + 20_000, "Period": 60, "Statistics": ["Maximum", "SampleCount"],
+                                    "Dimensions": [{"Name": "TrainingJobName", "Value": "chatty"}]})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sorted((m["MetricName"], m["Dimensions"][0]["Value"]) for m in listed) == [
+        ("CPUUtilization", "chatty/algo-1"), ("loss", "chatty")]
+    assert sum(d["SampleCount"] for d in stats["Datapoints"]) == 100
+    assert max(d["Maximum"] for d in stats["Datapoints"]) == 1999.9
+    assert peak < store.stat().st_size / 4, (peak, store.stat().st_size)
+
+
 def test_final_metrics_read_only_what_the_store_gained(tmp_path: Path) -> None:
     """DescribeTrainingJob (every client's wait() polls it) read a job's whole metrics store each time, into memory:
     a job printing a metric line in a loop grows it by gigabytes (a 43 MB store took 250 MB a call). Now a bounded

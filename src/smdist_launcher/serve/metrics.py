@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..metrics.store import SYSTEM, MetricPoint, parse_lines, read_points, store_files
+from ..metrics.store import SYSTEM, MetricPoint, parse_lines, store_files
 from ..metrics.summary import latest_training_values
 from .jobs import Jobs
 from .protocol import ApiError
@@ -141,6 +141,18 @@ class _Finals:
         latest_training_values(parse_lines(lines.splitlines()), self.last)
 
 
+def _stream(job_dir: Path) -> Iterator[MetricPoint]:
+    """Every point of a job's store files, a line at a time: a chatty job's store reaches gigabytes, and a
+    CloudWatch call must not hold it whole (ListMetrics keeps its series, a statistics call its points in range)."""
+    for path in store_files(job_dir):
+        try:
+            f = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
+        except OSError:
+            continue
+        with f:
+            yield from parse_lines(f)
+
+
 class JobMetrics:
     """The metric reads of every job the endpoint runs."""
 
@@ -151,9 +163,6 @@ class JobMetrics:
 
     def _job_dirs(self) -> dict[str, Path]:
         return {j.name: Path(j.local.job_dir) for j in self._jobs.all() if j.local is not None}
-
-    def _points(self, job_dir: Path | None) -> list[MetricPoint]:
-        return read_points(job_dir) if job_dir is not None else []
 
     # ---- DescribeTrainingJob ------------------------------------------------------------------------------------
     def with_final_metrics(self, description: dict[str, Any]) -> dict[str, Any]:
@@ -174,24 +183,24 @@ class JobMetrics:
         return {**description, "FinalMetricDataList": final[:MAX_FINAL_METRICS]} if final else description
 
     # ---- CloudWatch ---------------------------------------------------------------------------------------------
-    def _metrics(self, job_named: str | None = None) -> Iterable[tuple[str, Dimensions, str, list[MetricPoint]]]:
-        """(metric name, dimensions, unit, points) of every metric of every served job (of one, when named: only
-        its store is read)."""
+    def _metrics(self, job_named: str | None = None) -> Iterable[tuple[str, Dimensions, str]]:
+        """(metric name, dimensions, unit) of every metric of every served job (of one, when named: only its store is
+        read), in the order they first appear."""
         for job, job_dir in sorted(self._job_dirs().items()):
             if job_named is not None and job != job_named:
                 continue
-            grouped: dict[tuple[str, Dimensions], list[MetricPoint]] = {}
-            for p in self._points(job_dir):
-                grouped.setdefault((p.name, _dimensions(job, p)), []).append(p)
-            for (name, dims), points in grouped.items():
-                yield name, dims, _unit(points[0]), points
+            series: dict[tuple[str, Dimensions], str] = {}
+            for p in _stream(job_dir):
+                series.setdefault((p.name, _dimensions(job, p)), _unit(p))
+            for (name, dims), unit in series.items():
+                yield name, dims, unit
 
     def list_metrics(self, params: dict[str, Any]) -> dict[str, Any]:
         if params.get("Namespace", NAMESPACE) != NAMESPACE:
             return {"Metrics": []}
         filters = [(f["Name"], f.get("Value")) for f in params.get("Dimensions") or []]
         found = []
-        for name, dims, _unit_name, _points in self._metrics(_job_in(filters)):
+        for name, dims, _unit_name in self._metrics(_job_in(filters)):
             if params.get("MetricName") not in (None, name):
                 continue
             have = dict(dims)
@@ -227,21 +236,34 @@ class JobMetrics:
                            f"{MAX_DATAPOINTS}. You may reduce the datapoints requested by increasing Period, or "
                            "decreasing the time range.")
         label = params["MetricName"]
-        found = self._metric(params["Namespace"], label, params.get("Dimensions") or [], params.get("Unit"))
+        found = self._metric(params["Namespace"], label, params.get("Dimensions") or [], params.get("Unit"), start,
+                             end)
         if found is None:
             return {"Label": label, "Datapoints": []}
         unit, points = found
         return {"Label": label, "Datapoints": [{"Timestamp": at, "Unit": unit, **_statistics(values, wanted, extended)}
                                                for at, values in _buckets(points, start, end, period)]}
 
-    def _metric(self, namespace: str, name: str, dimensions: list[dict[str, str]],
-                unit: str | None) -> tuple[str, list[MetricPoint]] | None:
-        """(unit, points) of the one metric with exactly these dimensions (as CloudWatch matches them), or None."""
+    def _metric(self, namespace: str, name: str, dimensions: list[dict[str, str]], unit: str | None,
+                start: float, end: float) -> tuple[str, list[MetricPoint]] | None:
+        """(unit, points in [start, end)) of the one metric with exactly these dimensions (as CloudWatch matches
+        them), or None. One pass over the store, keeping only those points."""
         if namespace != NAMESPACE:
             return None
         asked = tuple(sorted((d["Name"], d["Value"]) for d in dimensions))
-        for have, dims, have_unit, points in self._metrics(_job_in(asked)):
-            if have == name and tuple(sorted(dims)) == asked and unit in (None, have_unit):
+        job_named = _job_in(asked)
+        for job, job_dir in sorted(self._job_dirs().items()):
+            if job_named is not None and job != job_named:
+                continue
+            have_unit: str | None = None
+            points: list[MetricPoint] = []
+            for p in _stream(job_dir):
+                if p.name != name or tuple(sorted(_dimensions(job, p))) != asked:
+                    continue
+                have_unit = _unit(p)  # the same for every point of a series: its kind decides it
+                if start <= p.timestamp < end:
+                    points.append(p)
+            if have_unit is not None and unit in (None, have_unit):
                 return have_unit, points
         return None
 
@@ -260,7 +282,7 @@ class JobMetrics:
                 continue
             metric = stat["Metric"]
             found = self._metric(metric.get("Namespace", ""), metric.get("MetricName", ""),
-                                 metric.get("Dimensions") or [], stat.get("Unit"))
+                                 metric.get("Dimensions") or [], stat.get("Unit"), start, end)
             name = stat["Stat"]
             simple, extended = ([name], []) if name in _SIMPLE else ([], [name])
             rows = []

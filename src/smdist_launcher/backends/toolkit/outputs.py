@@ -30,7 +30,7 @@ from ...plan.model import LaunchPlan
 from ..storage import s3 as s3io
 from ..storage.locations import Location, parse_location
 from .output_settings import Compression, OutputSettings
-from .packing import Folder, Progress, copy_merged, pack
+from .packing import PARTIAL, Folder, Progress, copy_merged, pack
 from .supervisor import Interrupted
 
 CONTAINER_ROOT = "/opt/ml"
@@ -65,7 +65,15 @@ def deliver(local_file: Path, dest_dir: Location) -> str:
         assert target.path is not None
         if target.path != local_file:
             target.path.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(local_file, target.path)
+            # copied under a temporary name, renamed when whole: a full disk or a stop mid-copy never leaves a
+            # truncated model.tar.gz under the name the model is looked for by
+            partial = target.path.with_name(target.path.name + PARTIAL)
+            try:
+                shutil.copy2(local_file, partial)
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
+            os.replace(partial, target.path)
     return target.uri
 
 

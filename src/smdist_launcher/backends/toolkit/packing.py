@@ -5,8 +5,9 @@
 Compression is ISA-L's deflate (python-isal, the `pack` extra) on worker threads when installed, else the stdlib's
 zlib at level 1: model weights barely compress, so speed is what matters. An archive is written as NAME.partial and
 renamed when complete: a stop mid-way never leaves a truncated archive under the final name, the .partial keeps the
-members packed so far, and the hosts' folders are only read, never moved or removed. A folder delivery (copy_merged)
-fills NAME.partial/ the same way; a sparse file stays sparse (only its data is read and written)."""
+members packed so far (on a full disk it is removed, giving the space back), and the hosts' folders are only read,
+never moved or removed. A folder delivery (copy_merged) fills NAME.partial/ the same way; a sparse file stays sparse
+(only its data is read and written)."""
 from __future__ import annotations
 
 import errno
@@ -49,7 +50,8 @@ class PackingStopped(Exception):
 
     def __init__(self, what: str, partial: Path, done: int, total: int, cause: BaseException) -> None:
         of = f" of {_size(total)}" if total else ""  # the total is only measured for progress
-        super().__init__(f"{what} stopped after {_size(done)}{of} ({cause!r}): the part done is in {partial}, the "
+        kept = f"the part done is in {partial}" if partial.exists() else f"the part done ({partial}) was removed"
+        super().__init__(f"{what} stopped after {_size(done)}{of} ({cause!r}): {kept}, the "
                          f"hosts' folders are as the job left them")
         self.partial = partial
 
@@ -179,6 +181,8 @@ def pack(folders: list[Folder], tar_path: Path, *, progress: Progress | None = N
         raw.close()
         if not isinstance(exc, Exception):  # Ctrl-C, SystemExit: theirs to handle, the .partial stays all the same
             raise
+        if _full_disk(exc):
+            partial.unlink(missing_ok=True)
         raise PackingStopped(what, partial, meter.done, meter.total, exc) from exc
     raw.close()
     if count == 0:
@@ -210,7 +214,9 @@ def copy_merged(folders: list[Folder], dest: Path, *, progress: Progress | None 
             os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
             os.chmod(target, stat.S_IMODE(st.st_mode) & 0o777)
             count += 1
-    except Exception as exc:  # a stop (Interrupted), a full disk: what was copied stays in partial
+    except Exception as exc:  # a stop (Interrupted): what was copied stays in partial
+        if _full_disk(exc):
+            shutil.rmtree(partial, ignore_errors=True)
         raise PackingStopped(what, partial, meter.done, meter.total, exc) from exc
     if count == 0:
         shutil.rmtree(partial, ignore_errors=True)
@@ -219,6 +225,12 @@ def copy_merged(folders: list[Folder], dest: Path, *, progress: Progress | None 
         shutil.rmtree(dest)
     os.replace(partial, dest)
     return count
+
+
+def _full_disk(exc: BaseException) -> bool:
+    """A full disk (or quota): the part packed is removed, as it is only a copy of the hosts' folders (left as the
+    job left them), and the space it held is what the job's record, logs and checkpoints need to be kept."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 _NO_RANGE_COPY = (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF)

@@ -3,9 +3,11 @@ at every phase change so `smdist jobs` and `smdist logs` can read it while the j
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -109,7 +111,16 @@ class JobRecord:
         # a name per writer: two writers (a job's threads, Slurm's attempt loop and a refreshing launcher) must not
         # replace each other's half-written file
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
+        data = (json.dumps(asdict(self), indent=2, sort_keys=True) + "\n").encode()
+        try:
+            tmp.write_bytes(data)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            # A full disk (the job filled it): the record rewritten in the blocks it already holds, rather than a job
+            # left InProgress with its failure untold
+            if exc.errno not in _FULL_DISK or not _rewrite_in_place(path, data):
+                raise OSError(exc.errno, exc.strerror, str(path)) from exc
+            return
         os.replace(tmp, path)
 
     @classmethod
@@ -117,6 +128,29 @@ class JobRecord:
         data = json.loads(path.read_text())
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
+
+
+_FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _rewrite_in_place(path: Path, data: bytes) -> bool:
+    """`data` over the file `path` when it fits in the blocks the file holds (no new block is needed, so a full disk
+    cannot stop it half-way); False when it does not fit or `path` is no regular file."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or len(data) > st.st_blocks * 512:
+            return False
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.ftruncate(fd, len(data))
+        return True
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
