@@ -98,6 +98,27 @@ def test_a_huge_host_log_is_paged_from_the_file_not_held_in_memory(tmp_path: Pat
     assert previous["events"] == []
 
 
+def test_the_default_read_of_a_log_without_newlines_gives_its_last_pieces(tmp_path: Path) -> None:
+    """GetLogEvents without startFromHead gives the LAST events. A log with no newline (a progress bar redrawn with
+    carriage returns) is events of 256 KiB pieces: the default read gave the first pieces, counting only lines."""
+    from smdist_launcher.serve.logs import LogStreams
+
+    piece = 2**18
+    log = tmp_path / "big" / "logs" / "algo-1.log"
+    log.parent.mkdir(parents=True)
+    log.write_bytes(b"head\n" + b"".join(bytes([65 + i]) * piece for i in range(4)) + b"tail")  # A..D + a short one
+    streams = LogStreams(_OneJob(log))  # type: ignore[arg-type]
+    stream = streams._name("big", "algo-1")
+    last = streams.get_events({"logGroupName": LOG_GROUP, "logStreamName": stream, "limit": 2})["events"]
+    # the whole pieces are events (a last piece still short waits for its newline or its full size)
+    assert [e["message"][:1] for e in last] == ["C", "D"] and all(len(e["message"]) == piece for e in last)
+    first = streams.get_events({"logGroupName": LOG_GROUP, "logStreamName": stream, "limit": 2,
+                                "startFromHead": True})["events"]
+    assert [e["message"][:1] for e in first] == ["h", "A"]
+    every = streams.get_events({"logGroupName": LOG_GROUP, "logStreamName": stream, "limit": 10})["events"]
+    assert [e["message"][:1] for e in every] == ["h", "A", "B", "C", "D"]
+
+
 def test_a_log_replaced_by_a_link_is_not_read(tmp_path: Path) -> None:
     from smdist_launcher.serve.logs import LogStreams
     from smdist_launcher.serve.protocol import ApiError

@@ -7,6 +7,7 @@ memory: serve keeps one (offset, time) mark per read that found new lines)."""
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import threading
 import time
@@ -68,23 +69,27 @@ def _newlines_backwards(f: BinaryIO, start: int, stop: int) -> Iterator[int]:
 
 
 def _complete_end(f: BinaryIO, start: int, size: int) -> int:
-    """Where the complete events of bytes start..size end: after the last newline, else after the last whole
-    MAX_EVENT_BYTES piece of an unterminated line."""
+    """Where the complete events of bytes start..size end: after the last whole MAX_EVENT_BYTES piece of the
+    unterminated line that follows the last newline (none: the newline ends them)."""
     if size <= start:  # nothing new (or the file was truncated: what was served stays as it was)
         return start
     last = next(_newlines_backwards(f, start, size), None)
-    if last is not None:
-        return last + 1
-    return start + (size - start) // MAX_EVENT_BYTES * MAX_EVENT_BYTES
+    line_start = start if last is None else last + 1
+    return line_start + (size - line_start) // MAX_EVENT_BYTES * MAX_EVENT_BYTES
 
 
 def _tail_start(f: BinaryIO, start: int, stop: int, limit: int) -> int:
-    """The offset of the first of the last `limit` lines in start..stop (which ends after a newline or a whole
-    MAX_EVENT_BYTES piece)."""
-    # the byte before `stop` ends the last line: not a boundary to count
-    for found, at in enumerate(_newlines_backwards(f, start, stop - 1), 1):
-        if found == limit:
-            return at + 1
+    """The offset of the first of the last `limit` events in start..stop (which ends after a newline or a whole
+    MAX_EVENT_BYTES piece). An event is a line, or a piece of a longer one as _page reads it: from the line's
+    start, MAX_EVENT_BYTES at a time (a log without newlines, a progress bar's carriage returns, is all pieces)."""
+    found, end = 0, stop
+    # the byte before `stop` ends the last line: not a boundary to count; start - 1 closes the first line
+    for newline in itertools.chain(_newlines_backwards(f, start, stop - 1), (start - 1,)):
+        line_start = newline + 1
+        pieces = max(1, -(-(end - line_start) // MAX_EVENT_BYTES))
+        if found + pieces >= limit:
+            return line_start + (pieces - (limit - found)) * MAX_EVENT_BYTES
+        found, end = found + pieces, line_start
     return start
 
 
