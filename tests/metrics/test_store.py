@@ -70,3 +70,32 @@ def test_a_writer_without_points_leaves_no_file(tmp_path: Path) -> None:
     writer = MetricWriter(tmp_path / "job" / STORE_FILE)
     writer.close()
     assert not (tmp_path / "job").exists()
+
+
+def test_iter_points_streams_every_file_oldest_first_holding_a_window(tmp_path: Path) -> None:
+    """What a job's end delivers (iter_points): every host's file merged oldest first, neighbours a writer's threads
+    stamped out of order put right, and the reading holds a window of points, not the store (read_points held all of
+    it: a chatty job's store reaches gigabytes)."""
+    import random
+    import tracemalloc
+
+    from smdist_launcher.metrics.store import iter_points
+
+    rng = random.Random(7)
+    for host in ("algo-1", "algo-2"):
+        stamps = [1.7e9 + i / 10 + rng.uniform(-0.5, 0.5) for i in range(60_000)]  # out of order within 10 places
+        (tmp_path / host_store_file(host)).write_text(
+            "".join(MetricPoint("loss", i, t, host, 0).to_json() + "\n" for i, t in enumerate(stamps)))
+    size = sum(f.stat().st_size for f in tmp_path.iterdir())
+    tracemalloc.start()
+    try:
+        count, previous, peak_sorted = 0, 0.0, True
+        for p in iter_points(tmp_path):
+            peak_sorted &= p.timestamp >= previous
+            previous, count = p.timestamp, count + 1
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert count == 120_000 and peak_sorted
+    assert peak < size / 4, (peak, size)
+    assert list(iter_points(tmp_path)) == read_points(tmp_path)

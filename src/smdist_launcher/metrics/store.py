@@ -12,6 +12,7 @@ as a suffix (`GPUUtilization.0`): see system.py."""
 from __future__ import annotations
 
 import functools
+import heapq
 import json
 import math
 import threading
@@ -116,11 +117,18 @@ def store_files(job_dir: Path) -> list[Path]:
 
 def read_file(path: Path) -> list[MetricPoint]:
     """The points of one store file; a torn line (a writer killed mid-line, or still writing) is skipped."""
+    return list(file_points(path))
+
+
+def file_points(path: Path) -> Iterator[MetricPoint]:
+    """The points of one store file in the order they were written, read a line at a time (a chatty job's store
+    reaches gigabytes); a torn line is skipped, a missing file has none."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        f = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
     except OSError:
-        return []
-    return list(parse_lines(text.splitlines()))
+        return
+    with f:
+        yield from parse_lines(f)
 
 
 def parse_lines(lines: Iterable[str | bytes]) -> Iterator[MetricPoint]:
@@ -132,6 +140,29 @@ def parse_lines(lines: Iterable[str | bytes]) -> Iterator[MetricPoint]:
             yield MetricPoint.from_dict(json.loads(line))
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             continue
+
+
+def _reordered(points: Iterable[MetricPoint], window: int) -> Iterator[MetricPoint]:
+    """`points` by timestamp, as long as none is more than `window` places from its place: a writer's threads (log
+    readers, the sampler) stamp a point before they take the file's lock, so a file is in time order but for
+    neighbours."""
+    heap: list[tuple[float, int, MetricPoint]] = []
+    for n, p in enumerate(points):
+        heapq.heappush(heap, (p.timestamp, n, p))
+        if len(heap) > window:
+            yield heapq.heappop(heap)[2]
+    while heap:
+        yield heapq.heappop(heap)[2]
+
+
+REORDER_WINDOW = 1024  # points a file's reading holds to put neighbours in time order
+
+
+def iter_points(job_dir: Path) -> Iterator[MetricPoint]:
+    """Every point of a job, oldest first, holding a window of each store file rather than the store (delivering a
+    job's metrics at its end)."""
+    return heapq.merge(*(_reordered(file_points(f), REORDER_WINDOW) for f in store_files(job_dir)),
+                       key=lambda p: p.timestamp)
 
 
 def read_points(job_dir: Path) -> list[MetricPoint]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..metrics.store import SYSTEM, MetricPoint, parse_lines, store_files
+from ..metrics.store import SYSTEM, MetricPoint, file_points, parse_lines, store_files
 from ..metrics.summary import latest_training_values
 from .jobs import Jobs
 from .protocol import ApiError
@@ -145,12 +145,7 @@ def _stream(job_dir: Path) -> Iterator[MetricPoint]:
     """Every point of a job's store files, a line at a time: a chatty job's store reaches gigabytes, and a
     CloudWatch call must not hold it whole (ListMetrics keeps its series, a statistics call its points in range)."""
     for path in store_files(job_dir):
-        try:
-            f = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
-        except OSError:
-            continue
-        with f:
-            yield from parse_lines(f)
+        yield from file_points(path)
 
 
 class JobMetrics:

@@ -25,7 +25,7 @@ from ...contract.no_follow import (
     regular_files,
     write_stream_nofollow,
 )
-from ...metrics.store import STORE_FILE, read_points, store_files
+from ...metrics.store import STORE_FILE, iter_points, store_files
 from ...plan.model import LaunchPlan
 from ..storage import s3 as s3io
 from ..storage.locations import Location, parse_location
@@ -169,7 +169,9 @@ def deliver_metrics(job_root: Path, job_output_dir: Path, dest: Location) -> str
         return None
     merged = job_output_dir / STORE_FILE
     merged.parent.mkdir(parents=True, exist_ok=True)
-    merged.write_text("".join(p.to_json() + "\n" for p in read_points(job_root)), encoding="utf-8")
+    with open(merged, "w", encoding="utf-8") as out:  # a line at a time: a chatty job's store reaches gigabytes
+        for p in iter_points(job_root):
+            out.write(p.to_json() + "\n")
     return deliver(merged, dest)
 
 
