@@ -49,10 +49,13 @@ def test_orted_gets_this_hosts_folders_instead_of_the_masters():
     assert localize_orted_argv(argv, {}) == argv  # a host without its own folder changes nothing
 
 
-def test_isolation_is_for_several_local_hosts_with_a_sandbox_root(tmp_path):
+def test_isolation_is_for_local_hosts_with_a_sandbox_root(tmp_path):
     two = {"algo-1": "a", "algo-2": "b"}
     assert needed(tmp_path, two)
-    assert not needed(tmp_path, {"algo-1": "a"})
+    # one local host too: its absolute /opt/ml writes (model, checkpoints) went to the machine's /opt/ml, lost to
+    # the job and shared with every other one-host job
+    assert needed(tmp_path, {"algo-1": "a"})
+    assert not needed(tmp_path, {})  # not local mode (Slurm, a real host): the machine is the host
     assert not needed("/opt/ml", two)  # a real container: its /opt/ml is already its own
     assert turned_off({ISOLATION_ENV: "off"}) and not turned_off({})
 

@@ -1,4 +1,4 @@
-"""Give one simulated host its own /opt/ml, hostname and /etc/hosts when several hosts share this machine.
+"""Give one simulated host its own /opt/ml, hostname and /etc/hosts when local mode runs it on this machine.
 
 SageMaker scripts write to absolute /opt/ml/... paths and read the job through sagemaker_training, which looks at
 /opt/ml; Open MPI names its shared-memory files after gethostname(). On one machine every simulated host would
@@ -145,8 +145,10 @@ def _is_ipv4(address: str) -> bool:
 
 
 def needed(root: str | os.PathLike[str], local_hosts: dict[str, str]) -> bool:
-    """Local mode with several hosts on this machine and a sandbox root that is not /opt/ml itself."""
-    return (len(local_hosts) > 1 and sys.platform.startswith("linux")
+    """Local mode (its hosts on this machine) and a sandbox root that is not /opt/ml itself. One host too: its
+    absolute /opt/ml/model and /opt/ml/checkpoints writes went to the machine's /opt/ml, never packed nor synced, and
+    shared by every one-host job running at once."""
+    return (len(local_hosts) >= 1 and sys.platform.startswith("linux")
             and os.path.realpath(root) != os.path.realpath(CONTAINER_ROOT))
 
 

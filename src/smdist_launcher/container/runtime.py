@@ -133,8 +133,9 @@ class HostRuntime:
 
     # ---- steps ----------------------------------------------------------
     def _isolate(self) -> None:
-        """Local mode, several hosts on one machine: this host's own /opt/ml, hostname and host scratch folder
-        (container/host_isolation.py), before any thread or child exists. The fallback is said once (first host)."""
+        """Local mode: this host's own /opt/ml and hostname, and with several hosts on one machine its own scratch
+        folder (container/host_isolation.py), before any thread or child exists. The fallback is said once (first
+        host)."""
         if len(self.local_hosts) > 1:
             self.scratch = Path(tempfile.mkdtemp(prefix=f"{self.host}-"))
         # a container command uses absolute /opt/ml paths: its host needs a private /opt/ml even when alone

@@ -389,13 +389,20 @@ def copy_out(root: str | os.PathLike[str], relative: str | os.PathLike[str], des
 
 def _copy_file(src: BinaryIO, st: os.stat_result, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    if target.is_symlink():
-        target.unlink()
-    with open(target, "wb") as out:
-        while chunk := src.read(_COPY_CHUNK):
-            out.write(chunk)
-    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
-    os.chmod(target, stat.S_IMODE(st.st_mode) & 0o777)
+    # Written beside it, renamed over it when whole (a link there is replaced, not followed): a full disk or a stop
+    # mid-copy keeps the file it replaces (the last good checkpoint) rather than leaving it truncated. The temp name
+    # is not derived from the target's: a name of NAME_MAX bytes would make it too long.
+    tmp = target.with_name(f".smdist-{secrets.token_hex(8)}.tmp")
+    try:
+        with open(tmp, "xb") as out:
+            while chunk := src.read(_COPY_CHUNK):
+                out.write(chunk)
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.chmod(tmp, stat.S_IMODE(st.st_mode) & 0o777)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def host_anchor(host_root: str | os.PathLike[str]) -> tuple[Path, Path]:

@@ -30,8 +30,11 @@ def test_checkpoints_are_saved_when_packing_the_model_fails(tmp_path: Path) -> N
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["step-algo-1.pt", "step-algo-2.pt"]
 
 
-def test_a_stop_while_packing_is_a_stop_and_still_saves_checkpoints(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("stop", ["SIGTERM", "Ctrl-C"])
+def test_a_stop_while_packing_is_a_stop_and_still_saves_checkpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    stop: str) -> None:
+    """SIGTERM (Interrupted) or Ctrl-C (KeyboardInterrupt, which went past deliver_job_outputs before: no checkpoint
+    was saved) while the model is packed."""
     job = tmp_path / "job"
     plan = tiny_plan(checkpoint_s3_uri=f"file://{tmp_path}/ckpt")
     hosts = {"algo-1": MLPaths(job / "hosts" / "algo-1" / "opt" / "ml")}
@@ -42,11 +45,14 @@ def test_a_stop_while_packing_is_a_stop_and_still_saves_checkpoints(tmp_path: Pa
     (checkpoint_dir(plan, paths) / "step-1.pt").write_bytes(b"c")
     monkeypatch.setattr(packing, "PROGRESS_AFTER_S", 0.0)
 
-    def sigterm(line: str) -> None:
-        raise Interrupted()  # what the launcher's SIGTERM handler raises, here while the model is packed
+    def stopped(line: str) -> None:  # what the launcher's SIGTERM handler (or Python's SIGINT one) raises
+        raise Interrupted() if stop == "SIGTERM" else KeyboardInterrupt()
 
-    delivered = deliver_job_outputs(plan, hosts, job / "output", progress=sigterm)
-    assert delivered.stopped_by == "SIGTERM" and delivered.model_data is None
+    try:
+        delivered = deliver_job_outputs(plan, hosts, job / "output", progress=stopped)
+    except KeyboardInterrupt:  # a failure of this test, not a stop of the test run
+        pytest.fail("Ctrl-C went past deliver_job_outputs: the checkpoints were not saved")
+    assert delivered.stopped_by == stop and delivered.model_data is None
     assert (job / "output" / "model.tar.gz.partial").is_file()
     assert [p.name for p in (tmp_path / "ckpt").iterdir()] == ["step-1.pt"]
     assert deliver_job_outputs(plan, hosts, job / "output").stopped_by is None

@@ -182,3 +182,75 @@ def test_a_checkpoint_name_s3_cannot_hold_is_skipped_not_fatal(tmp_path, s3):
     assert save_checkpoints(plan, hosts) == 1
     keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=s3.bucket, Prefix="ckpt/")["Contents"])
     assert keys == ["ckpt/step-2.pt"]
+
+
+def test_a_full_disk_at_output_path_leaves_no_truncated_archive(tmp_path):
+    """output_path on a disk that fills during the copy: the copy fails, and no truncated model.tar.gz lies under the
+    name the model is looked for by, nor a temporary file (before: shutil.copy2 wrote the final name directly)."""
+    from .small_disk import on_small_disk
+
+    found = on_small_disk(tmp_path, '''
+from smdist_launcher.backends.storage.locations import Location
+from smdist_launcher.backends.toolkit.outputs import deliver
+local = Path(sys.argv[0]).parent / "model.tar.gz"  # on the real disk
+local.write_bytes(os.urandom(512 << 10))
+try:
+    deliver(local, Location(disk.as_uri(), path=disk))
+    error = None
+except OSError as exc:
+    error = exc.strerror
+print(json.dumps({"error": error, "left": sorted(p.name for p in disk.iterdir())}))
+''')
+    assert found == {"error": "No space left on device", "left": []}
+
+
+def test_a_full_disk_at_output_path_leaves_no_truncated_model_folder(tmp_path):
+    """The same with compression off (the model delivered as a folder): no model/ of truncated files is left where
+    model_data points, nor a temporary folder (before: shutil.copytree filled the final folder directly)."""
+    from .small_disk import on_small_disk
+
+    found = on_small_disk(tmp_path, '''
+from smdist_launcher.backends.storage.locations import Location
+from smdist_launcher.backends.toolkit.outputs import deliver_folder
+local = Path(sys.argv[0]).parent / "model"  # on the real disk
+local.mkdir()
+for name in ("a.bin", "b.bin"):
+    (local / name).write_bytes(os.urandom(192 << 10))
+try:
+    deliver_folder(local, Location(disk.as_uri(), path=disk))
+    error = None
+except OSError as exc:
+    error = "No space left on device" in str(exc)
+print(json.dumps({"error": error, "left": sorted(p.name for p in disk.iterdir())}))
+''')
+    assert found == {"error": True, "left": []}
+
+
+def test_a_full_disk_while_saving_checkpoints_keeps_the_last_good_one(tmp_path):
+    """checkpoint_s3_uri a local folder on a disk that fills while the new latest.pt is copied: the copy fails, and
+    the latest.pt saved before is still whole there, for the next attempt to restore (before: it was overwritten in
+    place and left truncated), with no temporary file beside it."""
+    from .small_disk import on_small_disk
+
+    found = on_small_disk(tmp_path, '''
+from smdist_launcher.backends.toolkit.outputs import checkpoint_dir, save_checkpoints
+from smdist_launcher.contract import MLPaths
+from backends.plans import tiny_plan
+store = disk / "store"
+store.mkdir()
+old = os.urandom(96 << 10)
+(store / "latest.pt").write_bytes(old)
+host = MLPaths(Path(sys.argv[0]).parent / "algo-1" / "opt" / "ml")  # on the real disk
+plan = tiny_plan(checkpoint_s3_uri=store.as_uri())
+checkpoint_dir(plan, host).mkdir(parents=True)
+(checkpoint_dir(plan, host) / "latest.pt").write_bytes(os.urandom(192 << 10))
+fill()
+try:
+    save_checkpoints(plan, {"algo-1": host})
+    error = None
+except OSError as exc:
+    error = exc.strerror
+print(json.dumps({"error": error, "kept": (store / "latest.pt").read_bytes() == old,
+                  "left": sorted(p.name for p in store.iterdir())}))
+''')
+    assert found == {"error": "No space left on device", "kept": True, "left": ["latest.pt"]}

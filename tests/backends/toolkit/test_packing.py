@@ -123,3 +123,37 @@ def test_serve_requests_with_compression_none_reach_the_settings() -> None:
         "TrainingImage": "img", "TrainingInputMode": "File", "ContainerEntrypoint": ["/bin/bash"]},
         "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1}, **none}
     assert OutputSettings.of(container_job(request)).compression is Compression.NONE
+
+
+def test_a_full_disk_while_packing_gives_the_space_back(tmp_path: Path) -> None:
+    """The disk fills while model.tar.gz (or the uncompressed model/ folder) is written: PackingStopped names the
+    full disk, nothing is left under the final name, and the part written is removed (it is only a copy of the hosts'
+    folders, kept as they were), so the job's record and logs still fit (before: the .partial stayed, and a full disk
+    at the archive's last buffer raised a bare OSError)."""
+    from .small_disk import on_small_disk
+
+    found = on_small_disk(tmp_path, '''
+from smdist_launcher.backends.toolkit.packing import Folder, PackingStopped, copy_merged, pack
+(disk / "model").mkdir()
+(disk / "model" / "w.bin").write_bytes(os.urandom(160 << 10))
+out = {}
+for name, do in (("model.tar.gz", pack), ("model", copy_merged)):  # the disk fills while they are written ...
+    try:
+        do([Folder(disk / "model")], disk / "out" / name)
+        out[name] = "delivered"
+    except PackingStopped as exc:
+        out[name] = str(exc)
+fill()  # ... or is full before they start
+for name, do in (("model.tar.gz", pack), ("model", copy_merged)):
+    try:
+        do([Folder(disk / "model")], disk / "out" / name)
+        out["full " + name] = "delivered"
+    except PackingStopped as exc:
+        out["full " + name] = str(exc)
+out["left"] = sorted(p.name for p in (disk / "out").iterdir())
+out["size"] = os.path.getsize(disk / "model" / "w.bin")
+print(json.dumps(out))
+''')
+    for name in ("model.tar.gz", "model", "full model.tar.gz", "full model"):
+        assert "No space left on device" in found[name] and "was removed" in found[name], name
+    assert found["left"] == [] and found["size"] == 160 << 10

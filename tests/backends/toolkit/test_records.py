@@ -116,3 +116,27 @@ def test_a_record_that_kept_sagemakers_secondary_status_as_its_phase_reads_back(
     assert (record.phase, record.secondary_status) == (Phase.RUNNING, "Training")
     record.finish("Completed", now=5.0)  # Phase.of() raised here on the old shape
     assert record.phase is Phase.DONE
+
+
+def test_the_final_record_is_saved_on_a_disk_the_job_filled(tmp_path):
+    """The training script filled the disk: job.json's end (Failed and why) still lands, rewritten in the blocks the
+    record already holds, and no temporary file is left (before: the record stayed InProgress, a .tmp beside it)."""
+    from .small_disk import on_small_disk
+
+    found = on_small_disk(tmp_path, '''
+from smdist_launcher.backends.toolkit.records import JobRecord
+record = JobRecord(job_name="j", job_id="j-1", job_dir=str(disk))
+record.enter_phase("running")
+# 40 attempts: just under one 4 KiB block as saved (indented); 45 would not fit it indented
+record.attempts = [{"attempt": i, "cause": "host_lost", "decision": "retry"} for i in range(40)]
+record.save(disk / "job.json")
+fill()
+record.attempts += [{"attempt": i, "cause": "host_lost", "decision": "retry"} for i in range(40, 45)]
+record.finish("Failed", "rank 0: OSError: [Errno 28] No space left on device")
+record.save(disk / "job.json")
+again = JobRecord.load(disk / "job.json")
+print(json.dumps({"status": again.status, "reason": again.failure_reason, "attempts": len(again.attempts),
+                  "files": sorted(p.name for p in disk.iterdir())}))
+''')
+    assert found == {"status": "Failed", "reason": "rank 0: OSError: [Errno 28] No space left on device",
+                     "attempts": 45, "files": ["filler", "job.json"]}

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 import posixpath
+import secrets
 import shutil
+import signal
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -56,6 +58,12 @@ def destination(plan: LaunchPlan, job_output_dir: Path) -> Location:
     return parse_location(plan.output_path, field="output_path").child(plan.job_name, "output")
 
 
+def _partial_of(target: Path) -> Path:
+    """A temporary name beside `target` of this delivery's own: two jobs of the same name delivering to one
+    output_path (from two jobs folders) never write into one file."""
+    return target.with_name(f".{target.name}.{secrets.token_hex(4)}{PARTIAL}")
+
+
 def deliver(local_file: Path, dest_dir: Location) -> str:
     """Copy/upload `local_file` into `dest_dir`; returns its final URI."""
     target = dest_dir.child(local_file.name)
@@ -67,7 +75,7 @@ def deliver(local_file: Path, dest_dir: Location) -> str:
             target.path.parent.mkdir(parents=True, exist_ok=True)
             # copied under a temporary name, renamed when whole: a full disk or a stop mid-copy never leaves a
             # truncated model.tar.gz under the name the model is looked for by
-            partial = target.path.with_name(target.path.name + PARTIAL)
+            partial = _partial_of(target.path)
             try:
                 shutil.copy2(local_file, partial)
             except BaseException:
@@ -97,7 +105,17 @@ def deliver_folder(local_dir: Path, dest_dir: Location) -> str:
     else:
         assert target.path is not None
         if target.path != local_dir:
-            shutil.copytree(local_dir, target.path, dirs_exist_ok=True)
+            # copied under a temporary name, renamed when whole (as deliver): a full disk or a stop mid-copy never
+            # leaves a folder of truncated files under the name model_data gives
+            partial = _partial_of(target.path)
+            try:
+                shutil.copytree(local_dir, partial)
+            except BaseException:
+                shutil.rmtree(partial, ignore_errors=True)
+                raise
+            if target.path.is_dir() and not target.path.is_symlink():  # an earlier delivery of the same folder
+                shutil.rmtree(target.path)
+            os.replace(partial, target.path)
     return target.uri.rstrip("/") + "/"
 
 
@@ -140,7 +158,7 @@ class Delivered:
         exc: BaseException | None = self.error
         while exc is not None:
             if isinstance(exc, Interrupted):
-                return exc.signal_name
+                return "Ctrl-C" if exc.signal_name == "SIGINT" else exc.signal_name
             exc = exc.__cause__
         return None
 
@@ -155,6 +173,9 @@ def deliver_job_outputs(plan: LaunchPlan, hosts: dict[str, MLPaths], job_output_
         model_data, output_data = collect_outputs(plan, hosts, job_output_dir, progress=progress)
     except Exception as exc:  # noqa: BLE001 - the caller records it as the job's upload failure
         error = exc
+    except KeyboardInterrupt as exc:  # Ctrl-C while packing: a stop like SIGTERM's, the checkpoints still go
+        error = Interrupted(signal.SIGINT)
+        error.__cause__ = exc
     try:
         save_checkpoints(plan, hosts)
     except Exception as exc:  # noqa: BLE001 - as above; the outputs' failure, if any, is the one to tell

@@ -10,6 +10,7 @@ never moved or removed. A folder delivery (copy_merged) fills NAME.partial/ the 
 (only its data is read and written)."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import gzip
 import os
@@ -177,14 +178,15 @@ def pack(folders: list[Folder], tar_path: Path, *, progress: Progress | None = N
                     count += 1
         finally:
             gz.close()
+        raw.close()  # its last buffer is written here: a full disk may show only now
     except BaseException as exc:
-        raw.close()
+        with contextlib.suppress(OSError):  # the buffer's write fails again on a full disk: the first error is told
+            raw.close()
         if not isinstance(exc, Exception):  # Ctrl-C, SystemExit: theirs to handle, the .partial stays all the same
             raise
         if _full_disk(exc):
             partial.unlink(missing_ok=True)
         raise PackingStopped(what, partial, meter.done, meter.total, exc) from exc
-    raw.close()
     if count == 0:
         partial.unlink()
         return 0

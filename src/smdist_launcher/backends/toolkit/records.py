@@ -117,8 +117,9 @@ class JobRecord:
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             # A full disk (the job filled it): the record rewritten in the blocks it already holds, rather than a job
-            # left InProgress with its failure untold
-            if exc.errno not in _FULL_DISK or not _rewrite_in_place(path, data):
+            # left InProgress with its failure untold; without its indentation where it has outgrown them
+            compact = (json.dumps(asdict(self), sort_keys=True, separators=(",", ":")) + "\n").encode()
+            if exc.errno not in _FULL_DISK or not (_rewrite_in_place(path, data) or _rewrite_in_place(path, compact)):
                 raise OSError(exc.errno, exc.strerror, str(path)) from exc
             return
         os.replace(tmp, path)
