@@ -366,11 +366,8 @@ class LocalJob:
         # when the outputs failed.
         delivered = deliver_job_outputs(self.plan, hosts, self.dir.output_dir, progress=self.console.note)
         self.model_data, self.output_data = delivered.model_data, delivered.output_data
-        if (exc := delivered.error) is not None:  # an upload failure fails the job, with the reason
-            if status == records.COMPLETED and delivered.stopped_by:  # `smdist stop` (SIGTERM) while packing
-                status, reason = records.STOPPED, f"stopped by {delivered.stopped_by} while uploading outputs: {exc}"
-            elif status == records.COMPLETED:
-                status, reason = records.FAILED, f"uploading outputs failed: {exc}"
+        if (exc := delivered.error) is not None:  # an upload failure fails the job (a stop while packing stops it)
+            status, reason = delivered.settle(status, reason)
             self.console.note(f"uploading outputs failed: {exc}")
         words = final_words(outcome, end, hosts, {h: self.dir.log_file(h) for h in hosts}, status=status,
                             reason=reason, failure=self._failure,

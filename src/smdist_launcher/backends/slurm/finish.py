@@ -50,9 +50,8 @@ def finalize(job: JobDir, status: str, reason: str = "", *, attempt: int | None 
     records.update_record(job.record_file, lambda r: r.enter_phase(Phase.UPLOADING))
     delivered = deliver_job_outputs(plan, hosts, job.output_dir)  # checkpoints also when the outputs failed
     model_data, output_data = delivered.model_data, delivered.output_data
-    if (exc := delivered.error) is not None:  # an upload failure fails the job, with the reason
-        if status == records.COMPLETED:
-            status, reason = records.FAILED, f"{_UPLOAD_FAILED}: {exc}"
+    # an upload failure fails the job, with the reason; a stop while packing (scancel's SIGTERM) stops it
+    status, reason = delivered.settle(status, reason, _UPLOAD_FAILED)
     logs = {h: job.log_file(h) for h in plan.host_names}
     diagnosis = reason
     if status == records.FAILED and not diagnosed and not reason.startswith(_UPLOAD_FAILED):

@@ -29,6 +29,7 @@ from ...contract.no_follow import (
 )
 from ...metrics.store import STORE_FILE, iter_points, store_files
 from ...plan.model import LaunchPlan
+from ..states import JobState
 from ..storage import s3 as s3io
 from ..storage.locations import Location, parse_location
 from .output_settings import Compression, OutputSettings
@@ -120,26 +121,27 @@ def deliver_folder(local_dir: Path, dest_dir: Location) -> str:
 
 
 def collect_outputs(plan: LaunchPlan, hosts: dict[str, MLPaths], job_output_dir: Path,
-                    progress: Progress | None = None) -> tuple[str | None, str | None]:
+                    progress: Progress | None = None,
+                    delivered: dict[str, str] | None = None) -> tuple[str | None, str | None]:
     """(model_data URI or None when no host saved a model, output_data URI or None). `progress` hears how far a
-    pack or copy that takes more than a few seconds is."""
+    pack or copy that takes more than a few seconds is. `delivered` (when given) gets each URI as soon as it is
+    delivered ("model_data", "output_data"): what a later step's failure (the output archive, the metrics) keeps."""
     dest = destination(plan, job_output_dir)
-    model_data = output_data = None
+    done: dict[str, str] = {} if delivered is None else delivered
     if OutputSettings.load(job_output_dir.parent).compression is Compression.NONE:
         # SageMaker's uncompressed layout: <output>/model/..., <output>/data/...
         for sub, name in (("model", "model"), ("output/data", "data")):
             local = job_output_dir / name
             if copy_merged(_host_folders(hosts, sub), local, progress=progress):
-                uri = deliver_folder(local, dest)
-                model_data, output_data = (uri, output_data) if name == "model" else (model_data, uri)
+                done["model_data" if name == "model" else "output_data"] = deliver_folder(local, dest)
     else:
         model_tar, output_tar = job_output_dir / "model.tar.gz", job_output_dir / "output.tar.gz"
         if pack(_host_folders(hosts, "model"), model_tar, progress=progress):
-            model_data = deliver(model_tar, dest)
+            done["model_data"] = deliver(model_tar, dest)
         if pack(_host_folders(hosts, "output/data"), output_tar, progress=progress):
-            output_data = deliver(output_tar, dest)
+            done["output_data"] = deliver(output_tar, dest)
     deliver_metrics(job_output_dir.parent, job_output_dir, dest)
-    return model_data, output_data
+    return done.get("model_data"), done.get("output_data")
 
 
 @dataclass(frozen=True)
@@ -162,15 +164,27 @@ class Delivered:
             exc = exc.__cause__
         return None
 
+    def settle(self, status: JobState | str, reason: str,
+               failed: str = "uploading outputs failed") -> tuple[JobState, str]:
+        """The job's (status, reason) once its end delivered this, as every backend decides it: a job that completed
+        but whose delivery failed is Failed with `failed` and the error, or Stopped when that failure was a stop of
+        the launcher; any other end stays as it was."""
+        state = JobState.of(status)
+        if self.error is None or state is not JobState.COMPLETED:
+            return state, reason
+        if self.stopped_by:
+            return JobState.STOPPED, f"stopped by {self.stopped_by} while uploading outputs: {self.error}"
+        return JobState.FAILED, f"{failed}: {self.error}"
+
 
 def deliver_job_outputs(plan: LaunchPlan, hosts: dict[str, MLPaths], job_output_dir: Path,
                         progress: Progress | None = None) -> Delivered:
     """collect_outputs, then save_checkpoints also when the outputs failed: a full disk or a stop while packing the
     model must not cost the checkpoints' upload too (every backend's end: local, recovery, Slurm's finish)."""
-    model_data = output_data = None
+    delivered: dict[str, str] = {}  # what was delivered before a failure: the record keeps it
     error: Exception | None = None
     try:
-        model_data, output_data = collect_outputs(plan, hosts, job_output_dir, progress=progress)
+        collect_outputs(plan, hosts, job_output_dir, progress=progress, delivered=delivered)
     except Exception as exc:  # noqa: BLE001 - the caller records it as the job's upload failure
         error = exc
     except KeyboardInterrupt as exc:  # Ctrl-C while packing: a stop like SIGTERM's, the checkpoints still go
@@ -180,7 +194,7 @@ def deliver_job_outputs(plan: LaunchPlan, hosts: dict[str, MLPaths], job_output_
         save_checkpoints(plan, hosts)
     except Exception as exc:  # noqa: BLE001 - as above; the outputs' failure, if any, is the one to tell
         error = error or exc
-    return Delivered(model_data, output_data, error)
+    return Delivered(delivered.get("model_data"), delivered.get("output_data"), error)
 
 
 def deliver_metrics(job_root: Path, job_output_dir: Path, dest: Location) -> str | None:
