@@ -388,21 +388,21 @@ def copy_out(root: str | os.PathLike[str], relative: str | os.PathLike[str], des
 
 
 def _copy_file(src: BinaryIO, st: os.stat_result, target: Path) -> None:
+    # write_stream_at: a temp file renamed over the target when whole (a link there is replaced, not followed), so
+    # a full disk or a stop mid-copy keeps the file it replaces (the last good checkpoint), never a truncated one
     target.parent.mkdir(parents=True, exist_ok=True)
-    # Written beside it, renamed over it when whole (a link there is replaced, not followed): a full disk or a stop
-    # mid-copy keeps the file it replaces (the last good checkpoint) rather than leaving it truncated. The temp name
-    # is not derived from the target's: a name of NAME_MAX bytes would make it too long.
-    tmp = target.with_name(f".smdist-{secrets.token_hex(8)}.tmp")
+    parent = os.open(target.parent, _DIR_FLAGS)
     try:
-        with open(tmp, "xb") as out:
-            while chunk := src.read(_COPY_CHUNK):
-                out.write(chunk)
-        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
-        os.chmod(tmp, stat.S_IMODE(st.st_mode) & 0o777)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        write_stream_at(parent, target.name, iter(partial(src.read, _COPY_CHUNK), b""))
+        # the mode exactly (not through the umask) and the source's times, on the file now in place: by descriptor
+        fd = os.open(target.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        try:
+            os.chmod(fd, stat.S_IMODE(st.st_mode) & 0o777)
+            os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+        finally:
+            os.close(fd)
+    finally:
+        os.close(parent)
 
 
 def host_anchor(host_root: str | os.PathLike[str]) -> tuple[Path, Path]:

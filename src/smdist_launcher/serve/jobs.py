@@ -33,7 +33,7 @@ from .container_jobs import (
     pinned_plan,
     placeholder_image_problem,
 )
-from .protocol import ApiError, validate
+from .protocol import ApiError, offset_page, validate
 from .request_keys import in_request_keys
 from .settings import Settings
 
@@ -408,15 +408,14 @@ class Jobs:
                 continue
             rows.append({"TrainingJobName": job.name, "TrainingJobArn": self.arn(job.name), "CreationTime": job.created,
                          "LastModifiedTime": time.time(), "TrainingJobStatus": status})
-        # NextToken: the offset of the next page (none was given: a paginator stopped after the first MaxResults)
-        token = str(params.get("NextToken") or "0")
-        if not (token.isascii() and token.isdigit() and len(token) <= 18):
-            raise ApiError("ValidationException", f"NextToken {token[:80]!r} is not a token this endpoint gave out "
-                                                  "(give the NextToken of the previous ListTrainingJobs answer)")
-        start, size = int(token), int(params.get("MaxResults") or 100)
-        out: dict[str, Any] = {"TrainingJobSummaries": rows[start: start + size]}
-        if start + size < len(rows):
-            out["NextToken"] = str(start + size)
+        # paged (none was given: a paginator stopped after the first MaxResults)
+        token = params.get("NextToken")
+        refused = ApiError("ValidationException", f"NextToken {str(token)[:80]!r} is not a token this endpoint gave "
+                                                  "out (give the NextToken of the previous ListTrainingJobs answer)")
+        page, following = offset_page(rows, token, int(params.get("MaxResults") or 100), refused)
+        out: dict[str, Any] = {"TrainingJobSummaries": page}
+        if following is not None:
+            out["NextToken"] = following
         return out
 
     def tags(self, params: dict[str, Any]) -> dict[str, Any]:

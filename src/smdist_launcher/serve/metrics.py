@@ -18,7 +18,7 @@ from typing import Any
 from ..metrics.store import SYSTEM, MetricPoint, file_points, parse_lines, store_files
 from ..metrics.summary import latest_training_values
 from .jobs import Jobs
-from .protocol import ApiError
+from .protocol import ApiError, offset_page
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
 JOB_DIMENSION = "TrainingJobName"
@@ -202,15 +202,11 @@ class JobMetrics:
             if all(key in have and value in (None, have[key]) for key, value in filters):
                 found.append({"Namespace": NAMESPACE, "MetricName": name,
                               "Dimensions": [{"Name": k, "Value": v} for k, v in dims]})
-        token = str(params.get("NextToken") or "0")
-        # int() takes "-3" (a page from the end), " 3", "3_0"; 5,000 digits raised ValueError (a 500)
-        if not (token.isascii() and token.isdigit() and len(token) <= 18):
-            raise ApiError("InvalidNextToken", "The service returned an invalid NextToken.")
-        start = int(token)
-        page = found[start: start + LIST_PAGE]
+        page, following = offset_page(found, params.get("NextToken"), LIST_PAGE,
+                                      ApiError("InvalidNextToken", "The service returned an invalid NextToken."))
         out: dict[str, Any] = {"Metrics": page}
-        if start + LIST_PAGE < len(found):
-            out["NextToken"] = str(start + LIST_PAGE)
+        if following is not None:
+            out["NextToken"] = following
         return out
 
     def statistics(self, params: dict[str, Any]) -> dict[str, Any]:

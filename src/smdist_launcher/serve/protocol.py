@@ -24,6 +24,17 @@ class ApiError(Exception):
         return json.dumps({"__type": self.code, "message": self.message}).encode()
 
 
+def offset_page(items: list[Any], token: Any, size: int, refused: ApiError) -> tuple[list[Any], str | None]:
+    """The page a NextToken names (this server's tokens are the offset of the page's first item) and the next
+    page's token, None after the last page. A token it never gave out is `refused`: int() would take "-3" (a page
+    from the end), " 3" or "3_0", and 5,000 digits raised ValueError (a 500)."""
+    text = str(token or "0")
+    if not (text.isascii() and text.isdigit() and len(text) <= 18):
+        raise refused
+    start = int(text)
+    return items[start: start + size], (str(start + size) if start + size < len(items) else None)
+
+
 @functools.cache
 def service_model(service: str) -> Any:
     from botocore.loaders import Loader

@@ -15,6 +15,7 @@ import posixpath
 import secrets
 import shutil
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -59,10 +60,23 @@ def destination(plan: LaunchPlan, job_output_dir: Path) -> Location:
     return parse_location(plan.output_path, field="output_path").child(plan.job_name, "output")
 
 
-def _partial_of(target: Path) -> Path:
-    """A temporary name beside `target` of this delivery's own: two jobs of the same name delivering to one
-    output_path (from two jobs folders) never write into one file."""
-    return target.with_name(f".{target.name}.{secrets.token_hex(4)}{PARTIAL}")
+def _whole_or_nothing(target: Path, copy: Callable[[Path], object]) -> None:
+    """`copy(partial)` under a temporary name beside `target`, renamed over it when whole (an earlier folder of that
+    name replaced): a full disk or a stop mid-copy never leaves a truncated model.tar.gz, or a folder of truncated
+    files, under the name model_data gives. The name is this delivery's own: two jobs of the same name delivering to
+    one output_path (from two jobs folders) never write into one file."""
+    partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}{PARTIAL}")
+    try:
+        copy(partial)
+    except BaseException:
+        if partial.is_dir() and not partial.is_symlink():
+            shutil.rmtree(partial, ignore_errors=True)
+        else:
+            partial.unlink(missing_ok=True)
+        raise
+    if target.is_dir() and not target.is_symlink():  # an earlier delivery of the same folder
+        shutil.rmtree(target)
+    os.replace(partial, target)
 
 
 def deliver(local_file: Path, dest_dir: Location) -> str:
@@ -74,15 +88,7 @@ def deliver(local_file: Path, dest_dir: Location) -> str:
         assert target.path is not None
         if target.path != local_file:
             target.path.parent.mkdir(parents=True, exist_ok=True)
-            # copied under a temporary name, renamed when whole: a full disk or a stop mid-copy never leaves a
-            # truncated model.tar.gz under the name the model is looked for by
-            partial = _partial_of(target.path)
-            try:
-                shutil.copy2(local_file, partial)
-            except BaseException:
-                partial.unlink(missing_ok=True)
-                raise
-            os.replace(partial, target.path)
+            _whole_or_nothing(target.path, lambda partial: shutil.copy2(local_file, partial))
     return target.uri
 
 
@@ -106,17 +112,7 @@ def deliver_folder(local_dir: Path, dest_dir: Location) -> str:
     else:
         assert target.path is not None
         if target.path != local_dir:
-            # copied under a temporary name, renamed when whole (as deliver): a full disk or a stop mid-copy never
-            # leaves a folder of truncated files under the name model_data gives
-            partial = _partial_of(target.path)
-            try:
-                shutil.copytree(local_dir, partial)
-            except BaseException:
-                shutil.rmtree(partial, ignore_errors=True)
-                raise
-            if target.path.is_dir() and not target.path.is_symlink():  # an earlier delivery of the same folder
-                shutil.rmtree(target.path)
-            os.replace(partial, target.path)
+            _whole_or_nothing(target.path, lambda partial: shutil.copytree(local_dir, partial))
     return target.uri.rstrip("/") + "/"
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ...contract.no_follow import regular_files
+from .full_disk import is_full_disk
 
 PARTIAL = ".partial"
 PROGRESS_AFTER_S = 3.0   # a pack that takes longer than this says how far it is ...
@@ -184,7 +185,7 @@ def pack(folders: list[Folder], tar_path: Path, *, progress: Progress | None = N
             raw.close()
         if not isinstance(exc, Exception):  # Ctrl-C, SystemExit: theirs to handle, the .partial stays all the same
             raise
-        if _full_disk(exc):
+        if is_full_disk(exc):  # only a copy of the hosts' folders: its space is what the record and logs need
             partial.unlink(missing_ok=True)
         raise PackingStopped(what, partial, meter.done, meter.total, exc) from exc
     if count == 0:
@@ -217,7 +218,7 @@ def copy_merged(folders: list[Folder], dest: Path, *, progress: Progress | None 
             os.chmod(target, stat.S_IMODE(st.st_mode) & 0o777)
             count += 1
     except Exception as exc:  # a stop (Interrupted): what was copied stays in partial
-        if _full_disk(exc):
+        if is_full_disk(exc):  # as in pack: the space back for the record and logs
             shutil.rmtree(partial, ignore_errors=True)
         raise PackingStopped(what, partial, meter.done, meter.total, exc) from exc
     if count == 0:
@@ -227,12 +228,6 @@ def copy_merged(folders: list[Folder], dest: Path, *, progress: Progress | None 
         shutil.rmtree(dest)
     os.replace(partial, dest)
     return count
-
-
-def _full_disk(exc: BaseException) -> bool:
-    """A full disk (or quota): the part packed is removed, as it is only a copy of the hosts' folders (left as the
-    job left them), and the space it held is what the job's record, logs and checkpoints need to be kept."""
-    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 _NO_RANGE_COPY = (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF)

@@ -3,7 +3,6 @@ at every phase change so `smdist jobs` and `smdist logs` can read it while the j
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import os
@@ -18,6 +17,7 @@ from typing import Any
 from ..phases import Phase
 from ..secondary_status import phase_of_secondary
 from ..states import TERMINAL_STATES, JobState
+from .full_disk import is_full_disk
 
 # The job states (backends.states.JobState: one definition of "ended" for every backend); job.json keeps their values.
 IN_PROGRESS = JobState.IN_PROGRESS
@@ -119,7 +119,7 @@ class JobRecord:
             # A full disk (the job filled it): the record rewritten in the blocks it already holds, rather than a job
             # left InProgress with its failure untold; without its indentation where it has outgrown them
             compact = (json.dumps(asdict(self), sort_keys=True, separators=(",", ":")) + "\n").encode()
-            if exc.errno not in _FULL_DISK or not (_rewrite_in_place(path, data) or _rewrite_in_place(path, compact)):
+            if not is_full_disk(exc) or not (_rewrite_in_place(path, data) or _rewrite_in_place(path, compact)):
                 raise OSError(exc.errno, exc.strerror, str(path)) from exc
             return
         os.replace(tmp, path)
@@ -129,9 +129,6 @@ class JobRecord:
         data = json.loads(path.read_text())
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
-
-
-_FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
 
 
 def _rewrite_in_place(path: Path, data: bytes) -> bool:
