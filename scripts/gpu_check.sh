@@ -11,8 +11,8 @@
 #     use_orig_params off/on, FSDP2) on 4 ranks;
 #   - the SMDDP data-parallel path: its DDP step benchmark on 2 GPUs (smddp backend against NCCL), for a 0.5M- and
 #     a 21M-parameter MLP;
-#   - the launcher itself: an SMP v2 TP 2 job through `smdist run` on local_gpu (2 simulated hosts x 1 GPU), and the
-#     e2e `-m gpu` files, with the launcher's wheels carried in .whl (the GPU image has no pydantic).
+#   - the launcher itself: an SMP v2 TP 2 job through `smdist run` on local_gpu (2 simulated hosts x 1 GPU, then one
+#     host x 2 GPUs), and the e2e `-m gpu` files, with the launcher's wheels carried in .whl (the GPU image has no pydantic).
 # Sections 1-3 start their ranks under torchrun (one process per GPU): the runtime under test (smp/, smddp/)
 # imports without the launcher's dependencies.
 set -u -o pipefail
@@ -140,6 +140,10 @@ else  # the corpus case's script asserts losses, clipped norms and the gathered 
   CUDA_VISIBLE_DEVICES=0,1 check "launcher:smp-v2-tp2-local_gpu-2x1" 300 $PY -m smdist_launcher.cli.main run \
     tests/e2e/sagemaker_scripts/smp_v2_tp_transform/job.yaml --instance-type local_gpu --instance-count 2 \
     --processes-per-host 1 --jobs-dir "$(mktemp -d /tmp/smdist-gpu-jobs-XXXXXX)"
+  # one host with both GPUs: its own private /opt/ml too (host_isolation), torchrun's two ranks on it
+  CUDA_VISIBLE_DEVICES=0,1 check "launcher:smp-v2-tp2-local_gpu-1x2" 300 $PY -m smdist_launcher.cli.main run \
+    tests/e2e/sagemaker_scripts/smp_v2_tp_transform/job.yaml --instance-type local_gpu --instance-count 1 \
+    --processes-per-host 2 --jobs-dir "$(mktemp -d /tmp/smdist-gpu-jobs-XXXXXX)"
 fi
 
 # 5. With 4 or more GPUs: TP 4 and TP 2 x hybrid shard 2 through AWS's script flow, last: on 4 GPUs the whole check

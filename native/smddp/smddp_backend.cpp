@@ -676,10 +676,13 @@ class SmddpBackend : public c10d::Backend {
       ce_.plans_version = -1;
       ce_.turn = 0;  // a new pair: every rank starts it at buffer 0
       ready = capacity;
+    } catch (const c10::Error& e) {
+      // Not what(): that symbolizes the C++ backtrace, which no caller of this message needs.
+      failed = e.what_without_backtrace();
     } catch (const std::exception& e) {
       failed = e.what();
-      if (failed.empty()) failed = "unknown error";
     }
+    if (!ready && failed.empty()) failed = "unknown error";
     // A failure can be this rank's alone (its driver, events, a state it could not read): every rank takes the
     // path the worst one can, or those issuing C++ parts would wait at barriers the others never reach.
     if (helper().attr("agree")(failed.empty()).cast<bool>()) {

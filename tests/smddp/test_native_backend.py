@@ -1,4 +1,4 @@
-"""The native backend's build-or-fall-back contract and its codes shared with C++ (CPU, no build)."""
+"""The native backend's build-or-fall-back contract and its codes shared with C++ (CPU; one small probe build)."""
 from __future__ import annotations
 
 import logging
@@ -311,9 +311,6 @@ def test_a_failure_on_one_rank_decides_for_every_rank() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(reason="2x H100, 2026-11-28: the peer no longer hangs (it raised at the agreement within seconds), "
-                   "but the failing rank died of a segmentation fault in the backend's C++ (no Python frame on "
-                   "its stack), around its failed set-up: cause not found yet", strict=False)
 def test_gpu_one_rank_failing_the_native_allgather_set_up_does_not_hang(run_ranks) -> None:
     """The last rank cannot read the C++ copy-engine state: both ranks gather through the Python choreography,
     equal to NCCL, none issuing natively (before: its peer issued C++ parts and waited at their barriers)."""
@@ -376,3 +373,54 @@ def test_gpu_native_copy_engine_allgather_edges(run_ranks) -> None:
         pytest.skip("needs 2 CUDA GPUs")
     log = run_ranks("ce_edges", 2, device="cuda", timeout=240)
     assert log.count("copy-engine edge checks equal NCCL") == 2
+
+
+_NUMBER_MESSAGE = r'''
+#include <c10/util/Exception.h>
+#include <string>
+// How long the message of a failed check that formats numbers is (the backend's checks do, e.g. sizes).
+extern "C" long message_length(long n) {
+  try {
+    TORCH_CHECK(n < 0, "n is ", n, " as size_t ", static_cast<size_t>(n));
+  } catch (const c10::Error& e) {
+    return static_cast<long>(std::string(e.what_without_backtrace()).size());
+  }
+  return 0;
+}
+'''
+
+
+def test_a_statically_linked_cxx_runtime_still_formats_the_backends_errors(tmp_path) -> None:
+    """GPU image, 2026-11-28: its g++ (/opt/gcc) links libstdc++ into the extension, exported; torch's libstdc++,
+    loaded first, took some of its calls and not others, and a check formatting a number segfaulted (the
+    one-rank set-up failure test died so). Here `-static-libstdc++` gives that mix (a number formats to nothing
+    on this machine's libstdc++); the build's LDFLAGS must keep the copy whole: the message comes out complete."""
+    import shutil
+    import subprocess
+    import sys
+
+    from torch.utils import cpp_extension
+
+    compiler = shutil.which("c++") or shutil.which("g++")
+    if compiler is None:
+        pytest.skip("no C++ compiler")
+    src = tmp_path / "probe.cpp"
+    src.write_text(_NUMBER_MESSAGE)
+    includes = [flag for path in cpp_extension.include_paths() for flag in ("-isystem", path)]
+    lib_dir = cpp_extension.library_paths()[0]
+    built = tmp_path / "probe.so"
+    link = subprocess.run([compiler, "-O2", "-std=c++17", "-shared", "-fPIC", *includes, str(src), "-o", str(built),
+                           f"-L{lib_dir}", "-lc10", "-static-libstdc++", *native_backend.LDFLAGS],
+                          capture_output=True, text=True)
+    if link.returncode != 0 and "static" in link.stderr:
+        pytest.skip(f"no static libstdc++ to link here: {link.stderr.strip()[-200:]}")
+    assert link.returncode == 0, link.stderr
+    # torch first, as in a rank: its libstdc++ is the process's before the extension loads
+    code = ("import ctypes, torch\n"
+            f"lib = ctypes.CDLL({str(built)!r})\n"
+            "lib.message_length.restype = ctypes.c_long\n"
+            "lib.message_length.argtypes = [ctypes.c_long]\n"
+            "print(lib.message_length(5))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == str(len("n is 5 as size_t 5"))

@@ -42,14 +42,22 @@ def source_path() -> Path | None:
     return native_source(SOURCE_NAME)
 
 
+# A compiler that links its C++ runtime statically (seen on the GPU image: /opt/gcc's g++) puts a private copy of
+# libstdc++ into the extension, exported, so that the dynamic linker binds some of its calls to the libstdc++ torch
+# loaded and keeps others (anonymous-namespace helpers) in the copy. Formatting a number into an error message then
+# looked up a facet by one copy's id in the other's locale: every TORCH_CHECK with a number segfaulted instead of
+# raising. Hidden, the copy is used whole; with a shared runtime (no static archive) the flag changes nothing.
+LDFLAGS = ["-ldl", "-Wl,--exclude-libs,ALL"]
+
+
 def build_plan(src: Path, kernel: Path | None) -> tuple[str, list[str], list[str]]:
-    """(extension name, sources, C++ flags): the name changes with every source byte and torch."""
+    """(extension name, sources, C++ flags): the name changes with every source byte, flag and torch."""
     sources = [src] + ([kernel] if kernel is not None else [])
     # The copy-engine choreography header (ce_driver.h) is compiled in too: its bytes are part of the name.
     headers = [h for h in (src.with_name(CE_HEADER_NAME),) if h.is_file()]
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources + headers) + torch.__version__.encode()
-                            ).hexdigest()[:12]
     flags = ["-O2"] + (["-DSMDDP_LAMPORT"] if kernel is not None else [])
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources + headers) + torch.__version__.encode()
+                            + " ".join(flags + LDFLAGS).encode()).hexdigest()[:12]
     return f"smddp_backend_{digest}", [str(p) for p in sources], flags
 
 
@@ -64,7 +72,7 @@ def _build(src: Path, kernel: Path | None) -> ModuleType:
     # load() takes a file lock in build_dir, so ranks starting together build once.
     return cpp_extension.load(
         name=name, sources=sources, build_directory=str(build_dir), extra_cflags=flags,
-        extra_cuda_cflags=["-O3"], extra_ldflags=["-ldl"], verbose=False,
+        extra_cuda_cflags=["-O3"], extra_ldflags=LDFLAGS, verbose=False,
     )
 
 
