@@ -330,3 +330,26 @@ def test_a_file_name_of_the_longest_length_is_written_and_restored(tmp_path: Pat
     write_json_nofollow(job, Path("opt/ml/output", "x" * 255), {"a": 1})
     assert read_json_nofollow(job, Path("opt/ml/output", "x" * 255)) == {"a": 1}
     assert sorted(os.listdir(job / "opt" / "ml" / "output")) == ["x" * 255]
+
+
+def test_a_bounded_read_holds_the_file_not_the_bound(tmp_path: Path) -> None:
+    """read_host_file bounds what a job's file may make us hold (16 MiB). Reading a failure.json of a few hundred bytes
+    allocated the whole bound each time (read(limit + 1)): every report and describe paid 16 MiB per host file. The
+    bound still holds: one byte over it is refused."""
+    import tracemalloc
+
+    from smdist_launcher.contract.no_follow import read_bytes_nofollow
+
+    (tmp_path / "failure.json").write_bytes(b"x" * 300)
+    (tmp_path / "big").write_bytes(b"y" * 100_001)
+    tracemalloc.start()
+    try:
+        assert read_host_file(tmp_path / "failure.json") == b"x" * 300
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak
+    assert read_bytes_nofollow(tmp_path, "big", limit=100_001) == b"y" * 100_001
+    with pytest.raises(OSError) as raised:
+        read_bytes_nofollow(tmp_path, "big", limit=100_000)
+    assert raised.value.errno == errno.EFBIG

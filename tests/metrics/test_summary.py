@@ -27,3 +27,22 @@ def test_final_metrics_are_the_last_training_value_of_each_name() -> None:
 
 def test_nothing_summarizes_to_nothing() -> None:
     assert summarize([]) == [] and final_metrics([]) == {}
+
+
+def test_a_digest_summarizes_exactly_and_keeps_a_bounded_even_sample() -> None:
+    """Digest (the report, `smdist metrics`): every point counted in the summaries, as summarize counts them, while a
+    series keeps at most 2 x keep points for its plot, evenly spaced, its first and last among them."""
+    from smdist_launcher.metrics.summary import Digest
+
+    points = [MetricPoint("loss", float((i * 37) % 1001), 1.7e9 + i, "algo-1", 0, step=i) for i in range(100_003)]
+    points += [MetricPoint("CPUUtilization", 5.0, 1.7e9 + i, "algo-1", kind=SYSTEM) for i in range(10)]
+    points.sort(key=lambda p: p.timestamp)
+    digest = Digest(points, keep=64)
+    assert digest.summaries() == summarize(points)
+    assert digest.count == len(points) and digest.thinned
+    loss = [p for p in digest.plotted_points() if p.name == "loss"]
+    assert len(loss) <= 2 * 64 + 1
+    assert loss[0].step == 0 and loss[-1].step == 100_002
+    gaps = {b.step - a.step for a, b in zip(loss[:-2], loss[1:-1], strict=True)}  # type: ignore[operator]
+    assert len(gaps) == 1  # one stride: evenly spaced
+    assert [p.value for p in digest.plotted_points() if p.kind == SYSTEM] == [5.0] * 10  # a short series whole

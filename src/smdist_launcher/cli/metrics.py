@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from .console import problem
 from .job_loading import EXIT_INVALID, EXIT_OK
@@ -71,14 +70,13 @@ def render_json(job: str, points: Sequence[MetricPoint]) -> str:
     return json.dumps(out, indent=2) + "\n"
 
 
-def render_csv(points: Sequence[MetricPoint]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+def write_csv(points: Iterable[MetricPoint], out: IO[str]) -> None:
+    """One row per point, written as the points come (a store of millions never held)."""
+    writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["name", "kind", "host", "rank", "step", "timestamp", "value"])
     for p in points:
         writer.writerow([p.name, p.kind, p.host, "" if p.rank is None else p.rank,
                          "" if p.step is None else p.step, f"{p.timestamp:.3f}", repr(p.value)])
-    return buf.getvalue()
 
 
 def _show_table(summaries: Sequence[MetricSummary]) -> None:
@@ -115,8 +113,8 @@ def _sagemaker_points(name: str, region: str | None) -> list[MetricPoint] | str:
 
 def run(args: argparse.Namespace) -> int:
     from ..backends.toolkit.jobdir import jobs_root
-    from ..metrics.store import read_points
-    from ..metrics.summary import summarize
+    from ..metrics.store import iter_points
+    from ..metrics.summary import Digest
     from .job_lookup import find_job
 
     record = find_job(jobs_root(args.jobs_dir), args.job)
@@ -128,20 +126,25 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(found, str):
             problem(f"{record}\n{found}")
             return EXIT_INVALID
-        job_name, points = args.job, found
+        job_name, fetched = args.job, sorted(found, key=lambda p: p.timestamp)
+        points: Callable[[], Iterable[MetricPoint]] = lambda: fetched  # noqa: E731
     else:
-        job_name, points = record.job_name, read_points(Path(record.job_dir))
+        job_name, job_dir = record.job_name, Path(record.job_dir)
+        points = lambda: iter_points(job_dir)  # noqa: E731  - a store is read as it streams, never held whole
     if args.format == "json":
-        sys.stdout.write(render_json(job_name, points))
+        sys.stdout.write(render_json(job_name, list(points())))  # an export of every point, grouped by series
     elif args.format == "csv":
-        sys.stdout.write(render_csv(points))
-    elif points:
-        _show_table(summarize(points))
-    else:
+        write_csv(points(), sys.stdout)
+    if args.format != "table" and not args.plot:
+        return EXIT_OK
+    digest = Digest(points())
+    if args.format == "table" and digest.count:
+        _show_table(digest.summaries())
+    elif args.format == "table":
         print(f"job {job_name}: no metrics recorded (give metric_definitions to parse the ranks' output; system "
               "metrics are sampled every few seconds while hosts run)")
     if args.plot:
-        return _plot(job_name, points, Path(args.plot), args.x)
+        return _plot(job_name, digest.plotted_points(), Path(args.plot), args.x)
     return EXIT_OK
 
 

@@ -27,6 +27,7 @@ _COPY_CHUNK = 1 << 20
 # The most we read into memory of one file a job wrote (its failure.json, a rank's stack dump): far above what the
 # runtime writes there, far below what a job could put in a file it owns (a whole disk).
 HOST_FILE_LIMIT = 16 << 20
+READ_PIECE = 1 << 16  # what a bounded read takes at a time
 # The deepest folder a tree walk enters: far deeper than any tree we stage, far below Python's recursion limit and our
 # descriptor limit (a walk holds one per level); a job may nest folders without end, which fails with an OSError.
 MAX_DEPTH = 256
@@ -140,10 +141,15 @@ def read_bytes_nofollow(root: str | os.PathLike[str], relative: str | os.PathLik
     with open_read_nofollow(root, relative) as f:
         if limit is None:
             return f.read()
-        data = f.read(limit + 1)  # not the size from fstat: the file may still grow
-        if len(data) > limit:
+        # In pieces, not read(limit + 1): that allocates the whole limit (16 MiB for a host file) for a file of a
+        # few bytes. Not the size from fstat either: the file may still grow.
+        pieces, total = [], 0
+        while total <= limit and (piece := f.read(min(READ_PIECE, limit + 1 - total))):
+            pieces.append(piece)
+            total += len(piece)
+        if total > limit:
             raise OSError(errno.EFBIG, f"larger than {limit} bytes", os.fspath(Path(root, relative)))
-        return data
+        return b"".join(pieces)
 
 
 def read_tail_nofollow(root: str | os.PathLike[str], relative: str | os.PathLike[str], limit: int) -> bytes:

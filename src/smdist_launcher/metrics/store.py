@@ -5,7 +5,7 @@ FLUSH_EVERY_S (and at close), so a reader (`smdist metrics`, serve) sees them wh
 while points keep coming (the system sampler writes every few seconds): a flush per point cost a system call for every
 log line of a chatty job. A host that writes from another
 machine (a Slurm node on a shared file system) writes its own `metrics.<host>.jsonl`: appends from several NFS
-clients to one file may interleave. `read_points` reads them all.
+clients to one file may interleave. `iter_points` reads them all, oldest first.
 
 System metrics (kind "system", rank None) carry SageMaker's host metric names; a GPU's own series has its NVML index
 as a suffix (`GPUUtilization.0`): see system.py."""
@@ -166,7 +166,6 @@ def iter_points(job_dir: Path) -> Iterator[MetricPoint]:
 
 
 def read_points(job_dir: Path) -> list[MetricPoint]:
-    """Every point of a job, oldest first; [] when the job has none (yet)."""
-    points = [p for f in store_files(job_dir) for p in read_file(f)]
-    points.sort(key=lambda p: p.timestamp)
-    return points
+    """Every point of a job, oldest first, held in a list; [] when the job has none (yet). Readers of a whole store
+    (the report, `smdist metrics`, a job's end) stream it with iter_points instead."""
+    return list(iter_points(job_dir))

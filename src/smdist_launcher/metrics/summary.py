@@ -31,6 +31,10 @@ class MetricSummary:
                 "last_timestamp": self.last_timestamp, "last_step": self.last_step}
 
 
+# Points of one series a plot keeps at most (2x this before thinning): a multi-day job's store holds millions.
+PLOT_POINTS = 2048
+
+
 def series(points: Iterable[MetricPoint]) -> dict[SeriesKey, list[MetricPoint]]:
     """The points of each (kind, name, host, rank), oldest first, in the order the series first appeared."""
     out: dict[SeriesKey, list[MetricPoint]] = {}
@@ -39,26 +43,85 @@ def series(points: Iterable[MetricPoint]) -> dict[SeriesKey, list[MetricPoint]]:
     return out
 
 
-def _summary(name: str, kind: str, host: str, rank: int | None, pts: list[MetricPoint]) -> MetricSummary:
-    values = [p.value for p in pts]
-    steps = [p.step for p in pts if p.step is not None]
-    return MetricSummary(name=name, kind=kind, host=host, rank=rank, last=values[-1], min=min(values),
-                         max=max(values), count=len(values), first_timestamp=pts[0].timestamp,
-                         last_timestamp=pts[-1].timestamp, last_step=steps[-1] if steps else None)
+class _Series:
+    """One series' running summary and an evenly thinned sample of its points (every `stride`-th)."""
+
+    def __init__(self, first: MetricPoint) -> None:
+        self.first = self.last = first
+        self.min = self.max = first.value
+        self.count = 0
+        self.last_step: int | None = None
+        self.sample: list[MetricPoint] = []
+        self.stride = 1
+
+    def add(self, p: MetricPoint, keep: int) -> None:
+        if self.count % self.stride == 0:
+            self.sample.append(p)
+            if len(self.sample) >= 2 * keep:  # thin to every other one: memory stays O(keep) per series
+                self.sample = self.sample[::2]
+                self.stride *= 2
+        self.count += 1
+        self.last = p
+        self.min, self.max = min(self.min, p.value), max(self.max, p.value)
+        if p.step is not None:
+            self.last_step = p.step
+
+    def summary(self, key: SeriesKey) -> MetricSummary:
+        kind, name, host, rank = key
+        return MetricSummary(name=name, kind=kind, host=host, rank=rank, last=self.last.value, min=self.min,
+                             max=self.max, count=self.count, first_timestamp=self.first.timestamp,
+                             last_timestamp=self.last.timestamp, last_step=self.last_step)
+
+    def plotted(self) -> list[MetricPoint]:
+        return self.sample if self.sample[-1] is self.last else [*self.sample, self.last]
+
+
+class Digest:
+    """A job's points read once, oldest first, in memory bounded per series: each series' summary (exact) and up
+    to about 2 x `keep` of its points, evenly spaced, with its last, for plots (`smdist report`, `smdist metrics`)."""
+
+    def __init__(self, points: Iterable[MetricPoint] = (), keep: int = PLOT_POINTS) -> None:
+        self.keep = keep
+        self._series: dict[SeriesKey, _Series] = {}
+        for p in points:
+            self.add(p)
+
+    def add(self, p: MetricPoint) -> None:
+        key = (p.kind, p.name, p.host, p.rank)
+        found = self._series.get(key)
+        if found is None:
+            found = self._series[key] = _Series(p)
+        found.add(p, self.keep)
+
+    @property
+    def count(self) -> int:
+        return sum(s.count for s in self._series.values())
+
+    @property
+    def thinned(self) -> bool:
+        """Some series is plotted from a sample rather than every point."""
+        return any(s.stride > 1 for s in self._series.values())
+
+    def summaries(self) -> list[MetricSummary]:
+        """One summary per metric, split per host/rank when its points come from more than one; training metrics
+        first, then system metrics, each in order of first appearance."""
+        by_metric: dict[tuple[str, str], list[SeriesKey]] = {}
+        for key in self._series:
+            by_metric.setdefault((key[0], key[1]), []).append(key)
+        out = []
+        for (_kind, _name), keys in sorted(by_metric.items(), key=lambda kv: kv[0][0] != TRAINING):
+            for key in sorted(keys, key=lambda k: (k[2] or "", -1 if k[3] is None else k[3])):
+                out.append(self._series[key].summary(key))
+        return out
+
+    def plotted_points(self) -> list[MetricPoint]:
+        """The sampled points of every series (each series' own order kept), for plot_points."""
+        return [p for s in self._series.values() for p in s.plotted()]
 
 
 def summarize(points: Iterable[MetricPoint]) -> list[MetricSummary]:
-    """One summary per metric, split per host/rank when its points come from more than one; training metrics
-    first, then system metrics, each in order of first appearance."""
-    by_series = series(points)
-    by_metric: dict[tuple[str, str], list[SeriesKey]] = {}
-    for key in by_series:
-        by_metric.setdefault((key[0], key[1]), []).append(key)
-    out = []
-    for (kind, name), keys in sorted(by_metric.items(), key=lambda kv: kv[0][0] != TRAINING):
-        for key in sorted(keys, key=lambda k: (k[2] or "", -1 if k[3] is None else k[3])):
-            out.append(_summary(name, kind, key[2], key[3], by_series[key]))
-    return out
+    """The summaries of `points` in any order (Digest.summaries of them sorted by time)."""
+    return Digest(sorted(points, key=lambda p: p.timestamp)).summaries()
 
 
 def latest_training_values(points: Iterable[MetricPoint],

@@ -46,3 +46,34 @@ def test_every_attempt_says_when_it_began(tmp_path: Path) -> None:
     began = [re.findall(r"<td>(.*?)</td>", row)[4] for row in table.split("<tr>")[2:]]
     assert "(+1.0 s)" in began[0] and "step" not in began[0]
     assert "(+24.5 s)" in began[1] and "step 0: 4, 1: 4" in began[1]
+
+
+def test_the_report_of_a_big_store_holds_a_sample_not_the_store(tmp_path: Path) -> None:
+    """A multi-day job's metrics store holds millions of points: the report reads it once, keeping each series'
+    summary and a bounded sample for its plot (before, every point was held as an object: several times the
+    file's size). The table still counts every point."""
+    import tracemalloc
+
+    from smdist_launcher.backends.toolkit.report_page import metric_plots
+    from smdist_launcher.metrics.store import STORE_FILE, MetricPoint
+
+    job = failed_job(tmp_path / "jobs")
+    write_report(job.root)  # the modules a report imports, not counted
+    metric_plots([MetricPoint("warm", 1.0, 1.0, "algo-1", 0)])  # nor matplotlib's first figure
+    n = 150_000
+    with open(job.root / STORE_FILE, "w", encoding="utf-8") as f:
+        for i in range(n):
+            f.write(MetricPoint("loss", 1.0 / (1 + i), 1.7e9 + i / 10, f"algo-{1 + i % 2}", i % 2, step=i).to_json())
+            f.write("\n")
+    size = (job.root / STORE_FILE).stat().st_size
+    tracemalloc.start()
+    try:
+        page = write_report(job.root).read_text()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    counts = [int(c) for c in re.findall(r"<td>loss</td><td>training</td><td>algo-\d r\d</td>(?:<td>[^<]*</td>){3}"
+                                         r"<td>(\d+)</td>", page)]
+    assert counts == [n // 2, n // 2], counts
+    assert "evenly spaced points" in page
+    assert peak < size / 2, (peak, size)

@@ -12,7 +12,8 @@ from typing import Any
 
 from ...contract import MLPaths
 from ...contract.no_follow import read_host_file
-from ...metrics.store import MetricPoint, read_points
+from ...metrics.store import iter_points
+from ...metrics.summary import Digest
 from .attempt.kept_layout import kept_attempts
 from .diagnosis import describe_failure, first_failure, read_failures
 from .jobdir import JobDir
@@ -67,7 +68,7 @@ class JobReport:
     hosts: list[HostReport]
     diagnosis: str | None                       # the failure summary of a failed job (first failing host/rank)
     earlier_failures: dict[int, list[dict[str, Any]]]  # attempt number -> what its hosts reported in failure.json
-    points: list[MetricPoint]
+    metrics: Digest                             # the job's points, read once in bounded memory
 
     @property
     def name(self) -> str:
@@ -133,7 +134,7 @@ def read_report(job_dir: Path) -> JobReport:
     elif record.status != COMPLETED and record.failure_reason:
         diagnosis = record.failure_reason  # stopped, hung, out of time: the reason names the ranks still running
     return JobReport(job_dir=job.root, record=record, hosts=hosts, diagnosis=diagnosis,
-                     earlier_failures=_earlier_failures(job), points=read_points(job.root))
+                     earlier_failures=_earlier_failures(job), metrics=Digest(iter_points(job.root)))
 
 
 def first_failing_host(report: JobReport) -> str | None:

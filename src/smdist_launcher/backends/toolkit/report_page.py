@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from ...metrics.store import TRAINING, MetricPoint
-from ...metrics.summary import summarize
 from ..api import JobState
 from ..phases import Phase
 from .job_report import JobReport, first_failing_host
@@ -232,12 +231,15 @@ def _failure(report: JobReport) -> str:
 
 
 def _metrics(report: JobReport, plots: list[Plot] | str) -> str:
-    if not report.points:
+    if not report.metrics.count:
         return ("<h2>Metrics</h2><div class='muted'>no metrics recorded (metric_definitions parse the ranks' output; "
                 "system metrics are sampled while the hosts run)</div>")
     rows = [[_e(s.name), _e(s.kind), _e(s.host if s.rank is None else f"{s.host} r{s.rank}"), _e(f"{s.last:.6g}"),
-             _e(f"{s.min:.6g}"), _e(f"{s.max:.6g}"), _e(s.count)] for s in summarize(report.points)]
+             _e(f"{s.min:.6g}"), _e(f"{s.max:.6g}"), _e(s.count)] for s in report.metrics.summaries()]
     table = _table(("metric", "kind", "where", "last", "min", "max", "points"), rows)
+    if report.metrics.thinned:
+        table += (f"<div class='muted'>plots show up to {2 * report.metrics.keep} evenly spaced points of each "
+                  "series, its last included; the table counts every point</div>")
     if isinstance(plots, str):
         images = f"<div class='muted'>no plots: {_e(plots)}</div>"
     else:
@@ -268,7 +270,8 @@ def write_report(job_dir: Path, output: Path | None = None) -> Path:
 
     report = read_report(job_dir.absolute())
     out = (output or job_dir / "report.html").absolute()
-    page = render_page(report, out.parent, metric_plots(report.points) if report.points else [])
+    page = render_page(report, out.parent,
+                       metric_plots(report.metrics.plotted_points()) if report.metrics.count else [])
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(page, encoding="utf-8")
     os.replace(tmp, out)  # a reader (a browser reloading it) never sees half a page
