@@ -80,3 +80,26 @@ def test_plot_without_matplotlib_says_what_to_install(jobs: Path, tmp_path: Path
     code, _, err = _run(capsys, "metered", "--jobs-dir", str(jobs), "--plot", str(tmp_path / "x.png"))
     assert code == 2 and "pip install 'smdist-launcher[plot]'" in err
     assert not (tmp_path / "x.png").exists()
+
+
+def test_the_table_of_a_store_whose_clock_stepped_back_shows_the_latest_point(tmp_path: Path,
+                                                                              capsys: pytest.CaptureFixture[str]
+                                                                              ) -> None:
+    """The table is a Digest of iter_points, in time order only within a window of neighbours. A loss point, more
+    than that window of system samples, then the clock steps back 10 s: steps 6 and 7 come stamped before step 5.
+    The table's last and step are those of the latest timestamp, as the old table (every point sorted) and the
+    job's final metrics say; before, it showed the last to arrive (7, step 7)."""
+    from smdist_launcher.metrics.store import REORDER_WINDOW
+
+    root = tmp_path / "jobs"
+    job = make_job(root, "stepped")
+    writer = MetricWriter(job.root / STORE_FILE)
+    writer.write(MetricPoint("loss", 5.0, 1000.0, "algo-1", rank=0, step=5))
+    for i in range(REORDER_WINDOW + 10):
+        writer.write(MetricPoint("CPUUtilization", 1.0, 1000.0 + (i + 1) / 1000, "algo-1", kind=SYSTEM))
+    writer.write(MetricPoint("loss", 6.0, 990.0, "algo-1", rank=0, step=6))
+    writer.write(MetricPoint("loss", 7.0, 990.5, "algo-1", rank=0, step=7))
+    writer.close()
+    code, out, _ = _run(capsys, "stepped", "--jobs-dir", str(root))
+    rows = [line.split() for line in out.splitlines()]
+    assert code == 0 and rows[1] == ["loss", "training", "algo-1", "0", "5", "5", "7", "3", "5"], rows

@@ -178,3 +178,71 @@ WATCHDOG = ("[rank1]:[E1122 11:13:14.364000 ProcessGroupNCCL.cpp:632] [Rank 1] W
 ])
 def test_timeouts_are_recognised_by_exception_class_not_by_a_word(lines, timeout):
     assert is_timeout(lines) is timeout
+
+
+def test_a_script_that_filled_the_disk_still_leaves_failure_json(tmp_path):
+    """The script filled the disk: failure.json still lands, written over the room the runtime took at start,
+    compacted to fit (the stacks of ranks still running left out), with `disk_full` saying why; no `failure` half
+    written, no temp file (before: ENOSPC, no failure.json: the launcher took the host for a lost one and retried)."""
+    from backends.toolkit.small_disk import on_small_disk
+
+    found = on_small_disk(tmp_path, '''
+from smdist_launcher.container import failure_reserve
+from smdist_launcher.container.failure import write_failure
+out = disk / "output"
+assert failure_reserve.take(out)
+fill()
+d = {"host": "algo-1", "rank": 0, "exit_code": 1, "signal": None, "time": 5, "likely_victim": False,
+     "command": ["python", "train.py"], "still_running": [{"dump": ["x" * 1000] * 100}],
+     "traceback": ["Traceback (most recent call last):"] + ["  frame " + "y" * 300] * 200
+                  + ["OSError: [Errno 28] No space left on device"]}
+write_failure(out, d)
+got = json.loads((out / "failure.json").read_text())
+print(json.dumps({"rank": got["rank"], "disk_full": got["disk_full"], "last": got["traceback"][-1],
+                  "stacks": "still_running" in got, "files": sorted(p.name for p in out.iterdir())}))
+''')
+    assert found == {"rank": 0, "disk_full": "failure.json could not be written: [Errno 28] No space left on device",
+                     "last": "OSError: [Errno 28] No space left on device", "stacks": False,
+                     "files": ["failure.json"]}
+
+
+def test_the_failure_reserve_is_never_written_through_what_the_job_planted_there(tmp_path):
+    """The job replaced the reserve by a link to a file outside, a FIFO or a hard link: none is written (no wait on a
+    FIFO), the target stays as it was, and with no room left the write fails rather than writing elsewhere."""
+    from backends.toolkit.small_disk import on_small_disk
+
+    found = on_small_disk(tmp_path, '''
+from smdist_launcher.container import failure_reserve
+from smdist_launcher.container.failure import write_failure
+outside = disk / "outside.txt"
+outside.write_text("precious" * 2048)
+results = {}
+for kind in ("link", "fifo", "hardlink"):
+    out = disk / kind / "output"
+    out.parent.mkdir()
+    assert failure_reserve.take(out)
+    reserve = out / failure_reserve.RESERVE_NAME
+    reserve.unlink()
+    if kind == "link":
+        reserve.symlink_to(outside)
+    elif kind == "fifo":
+        os.mkfifo(reserve)
+    else:
+        os.link(outside, reserve)
+    results[kind] = out
+fill()
+d = {"host": "algo-1", "rank": 0, "exit_code": 1, "signal": None, "time": 5, "traceback": ["E"], "command": []}
+errors = {}
+for kind, out in results.items():
+    try:
+        write_failure(out, d)
+        errors[kind] = None
+    except OSError as exc:
+        errors[kind] = exc.strerror
+    errors[kind + "-json"] = (out / "failure.json").exists()
+print(json.dumps({"errors": errors, "outside": outside.read_text() == "precious" * 2048}))
+''')
+    assert found == {"errors": {"link": "No space left on device", "link-json": False,
+                                "fifo": "No space left on device", "fifo-json": False,
+                                "hardlink": "No space left on device", "hardlink-json": False},
+                     "outside": True}

@@ -353,3 +353,51 @@ def test_a_bounded_read_holds_the_file_not_the_bound(tmp_path: Path) -> None:
     with pytest.raises(OSError) as raised:
         read_bytes_nofollow(tmp_path, "big", limit=100_000)
     assert raised.value.errno == errno.EFBIG
+
+
+def test_a_bounded_read_of_a_big_file_holds_it_once(tmp_path: Path) -> None:
+    """Reading in 64 KiB pieces and joining them held a file under the bound twice at the join (pieces and the
+    whole): a 12 MiB failure.json or stack dump read with the 16 MiB bound peaked at 24 MiB, where read(limit + 1)
+    had held 16 MiB. One read of the size fstat gives (plus one byte, to see growth) holds it once; the bound and a
+    file growing while read still behave."""
+    import tracemalloc
+
+    from smdist_launcher.contract.no_follow import HOST_FILE_LIMIT, read_bytes_nofollow
+
+    size = 12 << 20
+    (tmp_path / "dump").write_bytes(b"d" * size)
+    tracemalloc.start()
+    try:
+        assert len(read_host_file(tmp_path / "dump")) == size
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < size * 1.25, (peak, size)
+    for n, limit in ((0, 0), (1, 0), (5, 5), (6, 5), (HOST_FILE_LIMIT, HOST_FILE_LIMIT),
+                     (HOST_FILE_LIMIT + 1, HOST_FILE_LIMIT)):
+        (tmp_path / "f").write_bytes(b"x" * n)
+        if n > limit:
+            with pytest.raises(OSError) as raised:
+                read_bytes_nofollow(tmp_path, "f", limit=limit)
+            assert raised.value.errno == errno.EFBIG
+        else:
+            assert read_bytes_nofollow(tmp_path, "f", limit=limit) == b"x" * n
+
+
+def test_a_bounded_read_of_a_file_growing_past_its_size_reads_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    """The size fstat gives is a hint: a file that grew after it (a rank still writing its dump) is read on to the
+    bound, and refused past it."""
+    import smdist_launcher.contract.no_follow as no_follow
+
+    (tmp_path / "f").write_bytes(b"y" * 200_000)
+    real_fstat = os.fstat
+
+    def stale(fd: int) -> os.stat_result:  # the size before the last 199,900 bytes were written
+        st = real_fstat(fd)
+        return os.stat_result((*st[:6], 100, *st[7:])) if stat.S_ISREG(st.st_mode) else st
+    monkeypatch.setattr(no_follow.os, "fstat", stale)
+    assert no_follow.read_bytes_nofollow(tmp_path, "f", limit=200_000) == b"y" * 200_000
+    with pytest.raises(OSError) as raised:
+        no_follow.read_bytes_nofollow(tmp_path, "f", limit=199_999)
+    assert raised.value.errno == errno.EFBIG

@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..contract.no_follow import open_dir_nofollow, write_bytes_nofollow
+from . import failure_reserve
+from .full_disk import is_full_disk
+
 TAIL_LINES = 40
 _TRACEBACK = "Traceback (most recent call last):"
 # torchrun: "failed (exitcode: 1) local_rank: 1 (pid: 7059) of binary: ..."
@@ -230,15 +234,50 @@ def failure_text(d: dict[str, Any]) -> str:
 def write_success(output_dir: Path) -> None:
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / "success").touch()
+    failure_reserve.release(output_dir)
 
 
 def write_failure(output_dir: Path, d: dict[str, Any]) -> None:
-    """failure.json always; `failure` only when the user script did not write its own reason."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    text = failure_text(d)
-    failure = output_dir / "failure"
-    if not failure.exists():
-        failure.write_text(text, encoding="utf-8")
-    tmp = output_dir / f".failure.json.{os.getpid()}"
-    tmp.write_text(json.dumps(d, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, output_dir / "failure.json")
+    """failure.json always; `failure` only when the user script did not write its own reason. Neither is written
+    through a link the job planted in its output folder. On a full disk failure.json goes over the reserve the runtime
+    took at start (failure_reserve.py), its `disk_full` saying why: the launcher must not take a host that filled its
+    disk for a lost one. OSError when even that could not be written."""
+    output_dir.parent.mkdir(parents=True, exist_ok=True)  # the runtime's root: trusted
+    root, folder = output_dir.parent, output_dir.name
+    try:
+        write_bytes_nofollow(root, f"{folder}/failure.json",
+                             (json.dumps(d, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    except OSError as exc:
+        if not is_full_disk(exc) or not failure_reserve.fill(output_dir, {**d, "disk_full": _disk_full_words(exc)}):
+            raise
+        return  # no room for `failure` either: failure.json says it all
+    failure_reserve.release(output_dir)
+    _write_reason(root, folder, failure_text(d))
+
+
+def _disk_full_words(exc: OSError) -> str:
+    return f"failure.json could not be written: [Errno {exc.errno}] {exc.strerror}"
+
+
+def _write_reason(root: Path, folder: str, text: str) -> None:
+    """`failure`, unless something is at its name already (the script's own reason; a link the job planted is not
+    followed). A full disk leaves no half-written reason: failure.json holds the same."""
+    parent = open_dir_nofollow(root, folder)
+    try:
+        try:
+            fd = os.open("failure", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                         dir_fd=parent)
+        except FileExistsError:
+            return
+        try:
+            data = text.encode("utf-8")
+            while data:
+                data = data[os.write(fd, data):]
+        except OSError as exc:
+            if not is_full_disk(exc):
+                raise
+            os.unlink("failure", dir_fd=parent)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(parent)

@@ -25,7 +25,7 @@ from ..contract.secrets import (
     restore_argv,
     secret_hyperparameters,
 )
-from . import mpirun_parent
+from . import failure_reserve, mpirun_parent
 from .addressing import HOST_MAP_ENV, map_token, parse_host_map
 from .commands import (
     host_option_indexes,
@@ -153,6 +153,9 @@ class HostRuntime:
     def _prepare(self) -> dict[str, str]:
         for d in self.paths.all_dirs():
             d.mkdir(parents=True, exist_ok=True)
+        # room for failure.json before the script runs: a script that fills the disk must still be told apart from a
+        # lost host (failure_reserve.py)
+        failure_reserve.take(self.paths.output_dir)
         self._isolate()
         self.paths.rsh_file.unlink(missing_ok=True)  # a stale one would send the master's agent to a dead port
         write_json(self.paths.run_dir / "runtime.json", {"pid": os.getpid(), "host": self.host})

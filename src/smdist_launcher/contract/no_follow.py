@@ -7,7 +7,10 @@ is opened once, every component below it is opened relative to its parent's desc
 `O_NOFOLLOW|O_DIRECTORY`, and the last one with `O_NOFOLLOW` (reads also refuse anything but a regular file: a FIFO
 would block us forever). A link anywhere below `root` makes the operation fail (`OSError` ELOOP/ENOTDIR) or, for
 tree walks, is skipped or copied as a link, never dereferenced. Writes are atomic: a temp file with a random name,
-created `O_CREAT|O_EXCL|O_NOFOLLOW` beside the target, then renamed over it within the same directory descriptor.
+created `O_CREAT|O_EXCL|O_NOFOLLOW` beside the target, then renamed over it within the same directory descriptor; the
+name says which process wrote it, so that one left by a killed writer can be swept (write_temps.py,
+sweep_stale_temps). An error names the whole path it happened at (a write on a descriptor names none): a job's
+failure reason must say where.
 
 Runtime-safe: stdlib only."""
 from __future__ import annotations
@@ -15,12 +18,12 @@ from __future__ import annotations
 import errno
 import json
 import os
-import secrets
 import stat
-from collections.abc import Iterable, Iterator
-from functools import partial
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
+
+from .write_temps import is_stale, temp_name
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _COPY_CHUNK = 1 << 20
@@ -51,8 +54,17 @@ def _open_root(root: str | os.PathLike[str]) -> int:
     return os.open(os.fspath(root), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
-def _descend(fd: int, names: list[str], *, create: bool, mode: int = 0o755) -> int:
-    """The descriptor of folder fd/names..., each opened without following a link; closes `fd`."""
+def _naming(exc: OSError, path: str | os.PathLike[str]) -> None:
+    """Let `exc` name the whole `path` where it names no file, or only a name relative to a descriptor (a write, a
+    read, an os.open(dir_fd=)): a reason must say where it failed, not only that it did."""
+    if not isinstance(exc.filename, str) or not os.path.isabs(exc.filename):
+        exc.filename = os.fspath(path)
+
+
+def _descend(fd: int, names: list[str], *, create: bool, mode: int = 0o755, shown: str | None = None) -> int:
+    """The descriptor of folder fd/names..., each opened without following a link; closes `fd`. `shown`: the path
+    of `fd`, for an error to name the folder it failed at."""
+    done = 0
     try:
         for name in names:
             if create:
@@ -63,6 +75,12 @@ def _descend(fd: int, names: list[str], *, create: bool, mode: int = 0o755) -> i
             child = os.open(name, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = child
+            done += 1
+    except OSError as exc:
+        os.close(fd)
+        if shown is not None:
+            _naming(exc, os.path.join(shown, *names[:done + 1]))
+        raise
     except BaseException:
         os.close(fd)
         raise
@@ -72,7 +90,7 @@ def _descend(fd: int, names: list[str], *, create: bool, mode: int = 0o755) -> i
 def open_dir_nofollow(root: str | os.PathLike[str], relative: str | os.PathLike[str] = ".", *,
                       create: bool = False) -> int:
     """A descriptor of folder root/relative (created with its parents when `create`); no link below root followed."""
-    return _descend(_open_root(root), _components(relative), create=create)
+    return _descend(_open_root(root), _components(relative), create=create, shown=os.fspath(root))
 
 
 def open_nofollow(root: str | os.PathLike[str], relative: str | os.PathLike[str], flags: int,
@@ -141,9 +159,11 @@ def read_bytes_nofollow(root: str | os.PathLike[str], relative: str | os.PathLik
     with open_read_nofollow(root, relative) as f:
         if limit is None:
             return f.read()
-        # In pieces, not read(limit + 1): that allocates the whole limit (16 MiB for a host file) for a file of a
-        # few bytes. Not the size from fstat either: the file may still grow.
-        pieces, total = [], 0
+        # Not read(limit + 1): that allocates the whole limit (16 MiB for a host file) for a file of a few bytes.
+        # The size fstat gives, plus one byte, in one read: the file held once (pieces joined would hold it twice).
+        # That size is only a hint, the file may still grow: what follows it is read in pieces, up to the bound.
+        first = f.read(min(os.fstat(f.fileno()).st_size, limit) + 1)
+        pieces, total = [first], len(first)
         while total <= limit and (piece := f.read(min(READ_PIECE, limit + 1 - total))):
             pieces.append(piece)
             total += len(piece)
@@ -192,8 +212,7 @@ def write_stream_at(dir_fd: int, name: str, chunks: Iterable[bytes], mode: int =
     """write_bytes_at for data that arrives in chunks (a download): the temp file is complete before the rename."""
     if "/" in name or name in ("", ".", ".."):
         raise ValueError(f"{name!r}: not a single file name")
-    # Not derived from `name`: a name of NAME_MAX bytes (a checkpoint's) would make it too long to create.
-    tmp = f".smdist-{secrets.token_hex(8)}.tmp"
+    tmp = temp_name()  # its writer in its name: a sweep removes it only once this process is gone
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -214,20 +233,38 @@ def write_stream_nofollow(root: str | os.PathLike[str], relative: str | os.PathL
     names = _components(relative)
     if not names:
         raise ValueError(f"{os.fspath(relative)!r}: names no file below the root")
-    parent = open_dir_nofollow(root, PurePosixPath(*names[:-1]) if len(names) > 1 else ".", create=True)
     try:
-        write_stream_at(parent, names[-1], chunks, mode)
-    finally:
-        os.close(parent)
+        parent = open_dir_nofollow(root, PurePosixPath(*names[:-1]) if len(names) > 1 else ".", create=True)
+        try:
+            write_stream_at(parent, names[-1], chunks, mode)
+        finally:
+            os.close(parent)
+    except OSError as exc:
+        _naming(exc, os.path.join(root, *names))
+        raise
 
 
-def copy_into(src: Path, root: str | os.PathLike[str], relative: str | os.PathLike[str]) -> int:
+def _chunks(f: BinaryIO, path: str | os.PathLike[str]) -> Iterator[bytes]:
+    """The bytes of `f` in chunks; a read error names `path`, the file read (not the one being written)."""
+    while True:
+        try:
+            chunk = f.read(_COPY_CHUNK)
+        except OSError as exc:
+            _naming(exc, path)
+            raise
+        if not chunk:
+            return
+        yield chunk
+
+
+def copy_into(src: Path, root: str | os.PathLike[str], relative: str | os.PathLike[str], *,
+              skip: Callable[[str], bool] | None = None) -> int:
     """Copy the regular files of our folder `src` into the job-owned folder root/relative (created if missing),
     each written atomically without following a link the job planted there; returns the count. Links in `src` are
-    skipped like in every copy of a job's files."""
+    skipped like in every copy of a job's files, and so is a file whose name `skip` answers True for."""
     count = 0
-    for rel, f, st in regular_files(src):
-        write_stream_nofollow(root, PurePosixPath(os.fspath(relative), rel), iter(partial(f.read, _COPY_CHUNK), b""),
+    for rel, f, st in regular_files(src, skip=skip):
+        write_stream_nofollow(root, PurePosixPath(os.fspath(relative), rel), _chunks(f, src / rel),
                               stat.S_IMODE(st.st_mode) & 0o777)
         count += 1
     return count
@@ -321,12 +358,12 @@ def _planted_hard_link(st: os.stat_result, owner: int) -> bool:
     return st.st_nlink > 1 and st.st_uid != owner
 
 
-def regular_files(root: str | os.PathLike[str],
-                  relative: str | os.PathLike[str] = ".") -> Iterator[tuple[str, BinaryIO, os.stat_result]]:
+def regular_files(root: str | os.PathLike[str], relative: str | os.PathLike[str] = ".", *,
+                  skip: Callable[[str], bool] | None = None) -> Iterator[tuple[str, BinaryIO, os.stat_result]]:
     """(path relative to root/relative, open file, its stat) of every regular file below root/relative, sorted by
     nothing but the walk. Links (to files or folders), FIFOs, sockets and devices are skipped; nothing is followed.
     Each file is closed when the iteration moves on. A missing root/relative yields nothing. A hard link the tree's
-    owner does not own is skipped too (_planted_hard_link)."""
+    owner does not own is skipped too (_planted_hard_link), and so is a file whose name `skip` answers True for."""
     try:
         top = open_dir_nofollow(root, relative)
     except (FileNotFoundError, NotADirectoryError):
@@ -334,7 +371,7 @@ def regular_files(root: str | os.PathLike[str],
     try:
         owner = os.fstat(top).st_uid
         for rel, name, parent, entry in _walk(top):
-            if not entry.is_file(follow_symlinks=False):
+            if not entry.is_file(follow_symlinks=False) or (skip is not None and skip(name)):
                 continue
             try:
                 fd, st = _open_regular(name, parent)
@@ -350,11 +387,12 @@ def regular_files(root: str | os.PathLike[str],
 
 
 def copy_out(root: str | os.PathLike[str], relative: str | os.PathLike[str], dest: Path, *,
-             keep_links: bool = False) -> int:
+             keep_links: bool = False, skip: Callable[[str], bool] | None = None) -> int:
     """Copy the job-owned tree root/relative into `dest` (a folder of ours, created if missing); returns the count
     of regular files copied. Nothing is followed: links are skipped (or with `keep_links` recreated as links, their
     target text untouched), FIFOs, sockets and devices are skipped, and so is a hard link the tree's owner does not
-    own (_planted_hard_link). A later file replaces an existing one."""
+    own (_planted_hard_link), and a regular file whose name `skip` answers True for. A later file replaces an
+    existing one."""
     count = 0
     try:
         top = open_dir_nofollow(root, relative)
@@ -376,7 +414,7 @@ def copy_out(root: str | os.PathLike[str], relative: str | os.PathLike[str], des
             if entry.is_dir(follow_symlinks=False):
                 target.mkdir(parents=True, exist_ok=True)
                 continue
-            if not entry.is_file(follow_symlinks=False):
+            if not entry.is_file(follow_symlinks=False) or (skip is not None and skip(name)):
                 continue
             try:
                 fd, st = _open_regular(name, parent)
@@ -386,29 +424,56 @@ def copy_out(root: str | os.PathLike[str], relative: str | os.PathLike[str], des
                 os.close(fd)
                 continue
             with os.fdopen(fd, "rb") as src:
-                _copy_file(src, st, target)
+                _copy_file(src, st, target, Path(root, relative, rel))
             count += 1
     finally:
         os.close(top)
     return count
 
 
-def _copy_file(src: BinaryIO, st: os.stat_result, target: Path) -> None:
-    # write_stream_at: a temp file renamed over the target when whole (a link there is replaced, not followed), so
-    # a full disk or a stop mid-copy keeps the file it replaces (the last good checkpoint), never a truncated one
-    target.parent.mkdir(parents=True, exist_ok=True)
-    parent = os.open(target.parent, _DIR_FLAGS)
+def _copy_file(src: BinaryIO, st: os.stat_result, target: Path, shown: Path) -> None:
+    """`src` (shown as `shown` in a read error) copied to `target`. write_stream_at: a temp file renamed over the
+    target when whole (a link there is replaced, not followed), so a full disk or a stop mid-copy keeps the file it
+    replaces (the last good checkpoint), never a truncated one."""
     try:
-        write_stream_at(parent, target.name, iter(partial(src.read, _COPY_CHUNK), b""))
-        # the mode exactly (not through the umask) and the source's times, on the file now in place: by descriptor
-        fd = os.open(target.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        parent = os.open(target.parent, _DIR_FLAGS)
         try:
-            os.chmod(fd, stat.S_IMODE(st.st_mode) & 0o777)
-            os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+            write_stream_at(parent, target.name, _chunks(src, shown))
+            # the mode exactly (not through the umask) and the source's times, on the file now in place: by descriptor
+            fd = os.open(target.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            try:
+                os.chmod(fd, stat.S_IMODE(st.st_mode) & 0o777)
+                os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+            finally:
+                os.close(fd)
         finally:
-            os.close(fd)
+            os.close(parent)
+    except OSError as exc:
+        _naming(exc, target)
+        raise
+
+
+def sweep_stale_temps(root: str | os.PathLike[str], relative: str | os.PathLike[str] = ".") -> int:
+    """Remove the temp files killed writers left below root/relative (write_temps.is_stale: this machine's, their
+    process gone): regular files only, each unlinked through its folder's descriptor, so a link of such a name is
+    left as it is and nothing is followed; a live writer's temp file is never touched. Returns the count."""
+    try:
+        top = open_dir_nofollow(root, relative)
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    count = 0
+    try:
+        for _rel, name, parent, entry in _walk(top):
+            if entry.is_file(follow_symlinks=False) and is_stale(name):
+                try:
+                    os.unlink(name, dir_fd=parent)  # swapped for a link since: the link goes, never its target
+                except OSError:
+                    continue  # gone, or swapped for a folder since the listing
+                count += 1
     finally:
-        os.close(parent)
+        os.close(top)
+    return count
 
 
 def host_anchor(host_root: str | os.PathLike[str]) -> tuple[Path, Path]:

@@ -2,6 +2,7 @@
 one host/rank) its last, min, max and count; per training metric its last value."""
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -44,36 +45,56 @@ def series(points: Iterable[MetricPoint]) -> dict[SeriesKey, list[MetricPoint]]:
 
 
 class _Series:
-    """One series' running summary and an evenly thinned sample of its points (every `stride`-th)."""
+    """One series' running summary and an evenly thinned sample of its points (every `stride`-th in arrival order).
 
-    def __init__(self, first: MetricPoint) -> None:
-        self.first = self.last = first
-        self.min = self.max = first.value
+    The summary does not depend on the order points come in: iter_points orders a file only within a window of
+    neighbours (a clock stepped back leaves a series out of order), and the summary must still be summarize's of the
+    points sorted by time (first/last/step of the earliest/latest timestamp, a tie to the later point, as
+    final_metrics; min/max NaN when the earliest value is, as min()/max() of the sorted values)."""
+
+    def __init__(self, first: MetricPoint, seq: int) -> None:
+        self.first, self.first_seq = first, seq  # the earliest (timestamp, arrival)
+        self.last = first                        # the latest (timestamp, arrival): a tie goes to the later point
+        self.arrived = first                     # the last to arrive (the sample's end)
+        self.min, self.max = math.inf, -math.inf  # over the values that are not NaN, of the earliest point on a tie
+        self.min_at = self.max_at = math.inf      # (0.0 and -0.0 are equal, and print apart)
         self.count = 0
         self.last_step: int | None = None
+        self.last_step_at = -math.inf
         self.sample: list[MetricPoint] = []
         self.stride = 1
 
-    def add(self, p: MetricPoint, keep: int) -> None:
+    def add(self, p: MetricPoint, keep: int, seq: int) -> None:
         if self.count % self.stride == 0:
             self.sample.append(p)
             if len(self.sample) >= 2 * keep:  # thin to every other one: memory stays O(keep) per series
                 self.sample = self.sample[::2]
                 self.stride *= 2
         self.count += 1
-        self.last = p
-        self.min, self.max = min(self.min, p.value), max(self.max, p.value)
-        if p.step is not None:
-            self.last_step = p.step
+        self.arrived = p
+        if p.timestamp < self.first.timestamp:
+            self.first, self.first_seq = p, seq
+        if p.timestamp >= self.last.timestamp:
+            self.last = p
+        value = p.value
+        if value < self.min or (value == self.min and p.timestamp < self.min_at):
+            self.min, self.min_at = value, p.timestamp
+        if value > self.max or (value == self.max and p.timestamp < self.max_at):
+            self.max, self.max_at = value, p.timestamp
+        if p.step is not None and p.timestamp >= self.last_step_at:
+            self.last_step, self.last_step_at = p.step, p.timestamp
 
     def summary(self, key: SeriesKey) -> MetricSummary:
         kind, name, host, rank = key
-        return MetricSummary(name=name, kind=kind, host=host, rank=rank, last=self.last.value, min=self.min,
-                             max=self.max, count=self.count, first_timestamp=self.first.timestamp,
-                             last_timestamp=self.last.timestamp, last_step=self.last_step)
+        nan_first = math.isnan(self.first.value)  # min()/max() of values in time order keep a leading NaN
+        return MetricSummary(name=name, kind=kind, host=host, rank=rank, last=self.last.value,
+                             min=self.first.value if nan_first else self.min,
+                             max=self.first.value if nan_first else self.max, count=self.count,
+                             first_timestamp=self.first.timestamp, last_timestamp=self.last.timestamp,
+                             last_step=self.last_step)
 
     def plotted(self) -> list[MetricPoint]:
-        return self.sample if self.sample[-1] is self.last else [*self.sample, self.last]
+        return self.sample if self.sample[-1] is self.arrived else [*self.sample, self.arrived]
 
 
 class Digest:
@@ -83,6 +104,7 @@ class Digest:
     def __init__(self, points: Iterable[MetricPoint] = (), keep: int = PLOT_POINTS) -> None:
         self.keep = keep
         self._series: dict[SeriesKey, _Series] = {}
+        self._seq = 0  # points added so far: a series' first point is ordered by (timestamp, arrival)
         for p in points:
             self.add(p)
 
@@ -90,8 +112,9 @@ class Digest:
         key = (p.kind, p.name, p.host, p.rank)
         found = self._series.get(key)
         if found is None:
-            found = self._series[key] = _Series(p)
-        found.add(p, self.keep)
+            found = self._series[key] = _Series(p, self._seq)
+        found.add(p, self.keep, self._seq)
+        self._seq += 1
 
     @property
     def count(self) -> int:
@@ -104,9 +127,9 @@ class Digest:
 
     def summaries(self) -> list[MetricSummary]:
         """One summary per metric, split per host/rank when its points come from more than one; training metrics
-        first, then system metrics, each in order of first appearance."""
+        first, then system metrics, each in order of first appearance (in time, whatever order the points came in)."""
         by_metric: dict[tuple[str, str], list[SeriesKey]] = {}
-        for key in self._series:
+        for key in sorted(self._series, key=lambda k: (self._series[k].first.timestamp, self._series[k].first_seq)):
             by_metric.setdefault((key[0], key[1]), []).append(key)
         out = []
         for (_kind, _name), keys in sorted(by_metric.items(), key=lambda kv: kv[0][0] != TRAINING):

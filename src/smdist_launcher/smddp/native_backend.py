@@ -69,10 +69,11 @@ def _build(src: Path, kernel: Path | None) -> ModuleType:
     build_dir.mkdir(parents=True, exist_ok=True)
     if not any(build_dir.glob(f"{name}*.so")):
         log.warning("smddp: building the native backend from %s (first use only, about a minute)", ", ".join(sources))
-    # load() takes a file lock in build_dir, so ranks starting together build once.
+    # load() takes a file lock in build_dir, so ranks starting together build once. A copy of LDFLAGS: load() appends
+    # torch's libraries to the list it is given (in place), which would change every later build's flags and name.
     return cpp_extension.load(
         name=name, sources=sources, build_directory=str(build_dir), extra_cflags=flags,
-        extra_cuda_cflags=["-O3"], extra_ldflags=LDFLAGS, verbose=False,
+        extra_cuda_cflags=["-O3"], extra_ldflags=list(LDFLAGS), verbose=False,
     )
 
 

@@ -149,3 +149,119 @@ def test_a_stop_between_attempts_ends_stopped_with_the_last_attempts_outputs(tmp
         assert "step 0 attempt 1" in (job.job_dir / "logs" / "algo-1.log").read_text()
         assert not [p for p in psutil.process_iter(["environ"])
                     if (p.info["environ"] or {}).get("SMDIST_JOB_ID") == job.job_id]
+
+
+def test_a_script_that_fills_its_disk_fails_as_a_full_disk_and_is_not_retried(tmp_path) -> None:
+    """A real local job whose script fills its host's disk (the hosts' folder on a 256 KiB tmpfs, the logs not):
+    with max_retry_attempts 2 it ends after one attempt, cause disk_full, the reason naming the host and the full
+    disk, and the host's failure.json is there, written over the room its runtime took at start (before: no
+    failure.json, "(no failure.json: the runtime itself failed)", host_lost, retried)."""
+    from backends.toolkit.small_disk import on_small_disk
+
+    found = on_small_disk(tmp_path, '''
+from smdist_launcher import PyTorch
+from smdist_launcher.backends.local.job import LocalJob
+from smdist_launcher.backends.toolkit.jobdir import JobDir
+from smdist_launcher.backends.toolkit.resilience_plan import ResiliencePlan
+from smdist_launcher.backends.toolkit.staging import prepare_local_run
+from smdist_launcher.errors import JobFailedError
+src = disk / "src"
+src.mkdir()
+(src / "train.py").write_text(
+    "print('filling', flush=True)\\n"
+    "with open('filler', 'wb') as f:\\n"
+    "    while True:\\n"
+    "        f.write(b'x' * 4096)\\n"
+    "        f.flush()\\n")
+est = PyTorch(entry_point="train.py", source_dir=str(src), instance_type="local", instance_count=1,
+              framework_version="2.3", py_version="py311")
+plan, code = prepare_local_run(est.submission(est.plan(job_name="fills-disk")))
+job_dir = JobDir.create(Path(sys.argv[0]).parent / "jobs", plan.job_name)  # on the real disk: its logs are kept
+small_disk_at(job_dir.root / "hosts")
+job = LocalJob(plan, job_dir, logs=False, code=code, resilience=ResiliencePlan(max_attempts=2))
+try:
+    job.wait()
+except JobFailedError:
+    pass
+failure = json.loads((job_dir.host_root("algo-1") / "output" / "failure.json").read_text())
+print(json.dumps({"status": job.record.status, "reason": job.failure_reason,
+                  "attempts": [(a["cause"], a["decision"]) for a in job.record.attempts],
+                  "disk_full": failure.get("disk_full")}))
+''')
+    assert found["status"] == records.FAILED
+    assert found["attempts"] == [[Cause.DISK_FULL.value, "finish"]]
+    assert found["reason"] == ("host algo-1, rank 0 failed first with exit code 1: its disk is full "
+                               "(OSError: [Errno 28] No space left on device)")
+    assert found["disk_full"] == "failure.json could not be written: [Errno 28] No space left on device"
+
+
+def test_a_restaging_that_fails_names_the_path_and_the_error(tmp_path) -> None:
+    """Attempt 1 fails (exit 3, retry_on any) after the checkpoint store grew beyond what the hosts' disk holds (a
+    256 KiB tmpfs): attempt 2's restore of the checkpoints fails mid-copy, and the job's reason names the file it was
+    writing and the errno's words (before: "attempt 2 could not start: OSError: [Errno 28] No space left on device",
+    no path: a write on a descriptor names none)."""
+    from backends.toolkit.small_disk import on_small_disk
+
+    found = on_small_disk(tmp_path, '''
+from smdist_launcher import PyTorch
+from smdist_launcher.backends.local.job import LocalJob
+from smdist_launcher.backends.toolkit.jobdir import JobDir
+from smdist_launcher.backends.toolkit.resilience_plan import ResiliencePlan
+from smdist_launcher.backends.toolkit.staging import prepare_local_run
+from smdist_launcher.errors import JobFailedError
+real = Path(sys.argv[0]).parent  # the real disk: the job's folder, its logs and the checkpoint store
+store = real / "store"
+store.mkdir()
+src = real / "src"
+src.mkdir()
+(src / "train.py").write_text(
+    "import os, sys\\n"
+    "if os.environ['SMDIST_ATTEMPT'] == '1':\\n"
+    "    open(os.path.join(os.environ['STORE'], 'big.pt'), 'wb').write(b'x' * (400 << 10))\\n"
+    "    sys.exit(3)\\n")
+est = PyTorch(entry_point="train.py", source_dir=str(src), instance_type="local", instance_count=1,
+              framework_version="2.3", py_version="py311", environment={"STORE": str(store)},
+              checkpoint_s3_uri=store.as_uri())
+plan, code = prepare_local_run(est.submission(est.plan(job_name="restage")))
+job_dir = JobDir.create(real / "jobs", plan.job_name)
+small_disk_at(job_dir.root / "hosts")
+job = LocalJob(plan, job_dir, logs=False, code=code, resilience=ResiliencePlan(max_attempts=2, retry_on="any"))
+try:
+    job.wait()
+except JobFailedError:
+    pass
+print(json.dumps({"status": job.record.status, "reason": job.failure_reason,
+                  "target": str(job_dir.host_root("algo-1") / "checkpoints" / "big.pt")}))
+''')
+    assert found["status"] == records.FAILED
+    assert found["reason"] == ("host algo-1, rank 0 failed first with exit code 3; attempt 2 could not start: OSError: "
+                               f"[Errno 28] No space left on device: '{found['target']}'")
+
+
+def test_a_runtime_killed_outright_is_still_a_lost_host_and_retried(tmp_path) -> None:
+    """The other side of a full disk: a host's runtime killed outright (SIGKILL, as the OOM killer does) leaves no
+    failure.json either, and is still host_lost and retried, even when its log once said ENOSPC."""
+    from smdist_launcher import PyTorch
+    from smdist_launcher.backends.local.job import LocalJob
+    from smdist_launcher.backends.toolkit.jobdir import JobDir
+    from smdist_launcher.backends.toolkit.resilience_plan import ResiliencePlan
+    from smdist_launcher.backends.toolkit.staging import prepare_local_run
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text(
+        "import json, os, signal, time\n"
+        "if os.environ['SMDIST_ATTEMPT'] == '1':\n"
+        "    print('saving failed: [Errno 28] No space left on device; retrying', flush=True)\n"
+        "    runtime = json.load(open(os.path.join('..', 'run', 'runtime.json')))['pid']\n"
+        "    os.kill(runtime, signal.SIGKILL)\n"
+        "    time.sleep(60)\n")
+    est = PyTorch(entry_point="train.py", source_dir=str(src), instance_type="local", instance_count=1,
+                  framework_version="2.3", py_version="py311")
+    plan, code = prepare_local_run(est.submission(est.plan(job_name="runtime-killed")))
+    job = LocalJob(plan, JobDir.create(tmp_path / "jobs", plan.job_name), logs=False, code=code,
+                   resilience=ResiliencePlan(max_attempts=2))
+    job.wait()
+    assert [(a["cause"], a["decision"]) for a in job.record.attempts] == [
+        (Cause.HOST_LOST.value, "retry"), (Cause.COMPLETED.value, "finish")]
+    assert "SIGKILL" in job.record.attempts[0]["reason"]

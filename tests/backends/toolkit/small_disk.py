@@ -1,6 +1,7 @@
 """Python code run with a tiny tmpfs of its own (a private mount namespace: nothing leaks, the real disk is never
-filled), for the full-disk tests. The code gets `disk` (the tmpfs folder) and `fill()` (writes until ENOSPC) and prints
-its findings as the last line of stdout, in JSON; tests/ is on its sys.path (backends.plans imports)."""
+filled), for the full-disk tests. The code gets `disk` (the tmpfs folder), `fill()` (writes until ENOSPC) and
+`small_disk_at(folder)` (one more tmpfs, where the code needs its own: a job's hosts/ beside logs that are not full),
+and prints its findings as the last line of stdout, in JSON; tests/ is on its sys.path (backends.plans imports)."""
 from __future__ import annotations
 
 import json
@@ -28,6 +29,12 @@ def fill():
         assert exc.errno == errno.ENOSPC
     finally:
         os.close(fd)
+
+def small_disk_at(folder, size="256k"):
+    """Another tiny tmpfs, at `folder` (created), in the same private mount namespace: a job's hosts/ alone."""
+    import subprocess
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], check=True)
 '''
 
 

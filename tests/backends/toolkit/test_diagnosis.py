@@ -175,3 +175,65 @@ def test_a_real_failure_before_the_injected_kill_still_wins(tmp_path):
     killed = KilledHost("algo-2", "kill-host:algo-2@1", 125.241)
     assert failure_cause(files, HostExit("algo-2", 1, 125.3), killed) is Cause.SCRIPT_ERROR
     assert describe_failure(files, {}, HostExit("algo-2", 1, 125.3), killed)[0].startswith("host algo-3, rank 4")
+
+
+def test_a_host_that_filled_its_disk_and_left_no_failure_json_is_a_disk_full_not_a_lost_host(tmp_path):
+    """The script filled the disk, so its runtime could not write failure.json and exited 1: its log's last lines say
+    why. A client error the next attempt meets again (not retried by default), named in the reason with the host and
+    the line (before: host_lost, "(no failure.json: the runtime itself failed)", retried)."""
+    log = tmp_path / "algo-1.log"
+    log.write_text("[algo-1 r0] step 3\n[algo-1 r0] Traceback (most recent call last):\n"
+                   "[algo-1 r0]     f.write(block)\n[algo-1 r0] OSError: [Errno 28] No space left on device\n"
+                   "[algo-1] failed: rank 0 exited with code 1; see /opt/ml/output/failure\n"
+                   "[algo-1] OSError: [Errno 28] No space left on device: '/opt/ml/output/.smdist-1.tmp'\n")
+    files, logs = {"algo-1": tmp_path / "absent.json"}, {"algo-1": log}
+    assert failure_cause(files, HostExit("algo-1", 1, 1.0), log_files=logs) is Cause.DISK_FULL
+    assert not Cause.DISK_FULL.curable
+    reason, text = describe_failure(files, logs, HostExit("algo-1", 1, 1.0))
+    assert reason == ("host algo-1 failed first with exit code 1: its disk is full "
+                      "([algo-1 r0] OSError: [Errno 28] No space left on device)")
+    assert "f.write(block)" in text
+
+
+@pytest.mark.parametrize("code", [-9, 137])
+def test_a_runtime_killed_outright_is_lost_whatever_its_log_said_before(tmp_path, code):
+    """SIGKILL (a process host's -9, docker's 137): a lost host, retried, even when its log once said ENOSPC."""
+    log = tmp_path / "algo-1.log"
+    log.write_text("[algo-1 r0] warning: [Errno 28] No space left on device, retrying the save\n[algo-1 r0] step 9\n")
+    files, logs = {"algo-1": tmp_path / "absent.json"}, {"algo-1": log}
+    assert failure_cause(files, HostExit("algo-1", code, 1.0), log_files=logs) is Cause.HOST_LOST
+    assert "disk" not in describe_failure(files, logs, HostExit("algo-1", code, 1.0))[0]
+
+
+def test_a_full_disk_of_an_earlier_attempt_is_no_evidence_for_this_one(tmp_path):
+    """The logs append every attempt: what attempt 1 printed before `---- attempt 2 ----` says nothing of attempt 2,
+    whose runtime exited 1 without a word (host_lost, as before)."""
+    log = tmp_path / "algo-1.log"
+    log.write_text("[algo-1 r0] OSError: [Errno 28] No space left on device\n"
+                   "[algo-1] [smdist] ---- attempt 2 ----\n[algo-1 r0] step 0\n")
+    files, logs = {"algo-1": tmp_path / "absent.json"}, {"algo-1": log}
+    assert failure_cause(files, HostExit("algo-1", 1, 1.0), log_files=logs) is Cause.HOST_LOST
+    log.write_text("[algo-1 r0] step 9\n")  # and no evidence at all: the runtime itself failed
+    assert failure_cause(files, HostExit("algo-1", 1, 1.0), log_files=logs) is Cause.HOST_LOST
+    assert describe_failure(files, logs, HostExit("algo-1", 1, 1.0))[0] == (
+        "host algo-1 failed first with exit code 1 (no failure.json: the runtime itself failed)")
+
+
+def test_a_failure_record_that_says_the_disk_was_full_is_a_disk_full(tmp_path):
+    """failure.json written over the runtime's reserve (`disk_full`), or a rank's exception that is a full disk:
+    disk_full, the reason naming it; a word of the traceback that is not its exception is no evidence."""
+    path = tmp_path / "failure.json"
+    record = {"host": "algo-1", "rank": 0, "exit_code": 1, "time": 5, "likely_victim": False,
+              "traceback": ["Traceback (most recent call last):", "OSError: [Errno 122] Disk quota exceeded"]}
+    path.write_text(json.dumps(record))
+    assert failure_cause({"algo-1": path}, None) is Cause.DISK_FULL
+    assert describe_failure({"algo-1": path}, {}, None)[0] == (
+        "host algo-1, rank 0 failed first with exit code 1: its disk is full "
+        "(OSError: [Errno 122] Disk quota exceeded)")
+    path.write_text(json.dumps({**record, "traceback": ["# on No space left on device we retry", "ValueError: x"]}))
+    assert failure_cause({"algo-1": path}, None) is Cause.SCRIPT_ERROR
+    path.write_text(json.dumps({**record, "signal": "SIGBUS", "traceback": ["Bus error"],
+                                "disk_full": "failure.json could not be written: [Errno 28] No space left on device"}))
+    assert failure_cause({"algo-1": path}, None) is Cause.DISK_FULL
+    assert describe_failure({"algo-1": path}, {}, None)[0].endswith(
+        ": its disk is full (failure.json could not be written: [Errno 28] No space left on device)")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -254,3 +256,82 @@ print(json.dumps({"error": error, "kept": (store / "latest.pt").read_bytes() == 
                   "left": sorted(p.name for p in store.iterdir())}))
 ''')
     assert found == {"error": "No space left on device", "kept": True, "left": ["latest.pt"]}
+
+
+# ---- temp files a copy killed mid-way left behind ---------------------------------------------------------------
+_KILLED_COPY = '''
+import os, sys, time
+from smdist_launcher.contract.no_follow import write_stream_at
+def chunks():
+    yield b"half a checkpoint"
+    print("writing", flush=True)
+    time.sleep(600)
+write_stream_at(os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY), sys.argv[2], chunks())
+'''
+
+
+def _killed_copy(folder: Path, name: str) -> Path:
+    """What a copy of `name` into `folder` killed mid-way (SIGKILL) leaves there: its temp file."""
+    before = set(folder.iterdir())
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_COPY, str(folder), name], stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"writing\n"
+    proc.kill()
+    proc.wait()
+    (left,) = set(folder.iterdir()) - before
+    return left
+
+
+def _temp_like(temp: Path, pid: int, token: str) -> Path:
+    """A temp file name beside `temp` (a killed copy's), of the same machine but of writer `pid`."""
+    machine, _pid, _token = temp.name.rsplit("-", 2)
+    return temp.with_name(f"{machine}-{pid}-{token * 16}.tmp")
+
+
+def test_a_sync_sweeps_the_temp_files_killed_copies_left_and_copies_none(tmp_path):
+    """A save into the local store killed mid-copy left a temp file there, and a restore killed mid-copy one in the
+    host's checkpoint folder: the next sync removes both and carries neither; the real checkpoints are untouched, a
+    live writer's temp file stays, and a link named like a stale temp file is left as it is, its target too (before:
+    the stale files stayed for ever and were saved and restored as checkpoints)."""
+    hosts, outside = _owned_checkpoints(tmp_path)
+    ckpt = hosts["algo-1"].checkpoints_dir
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "epoch-1.pt").write_bytes(b"epoch 1")
+    (ckpt / "epoch-2.pt").write_bytes(b"epoch 2")
+    stale_store, stale_host = _killed_copy(store, "epoch-2.pt"), _killed_copy(ckpt, "epoch-1.pt")
+    link = _temp_like(stale_host, int(stale_host.name.rsplit("-", 2)[1]), "0")  # its writer dead too
+    link.symlink_to(outside / "id_rsa")
+    with subprocess.Popen(["sleep", "60"]) as writer:  # another job's save into the same store, still writing
+        live = _temp_like(stale_store, writer.pid, "1")
+        live.write_bytes(b"being written")
+        try:
+            assert save_checkpoints(tiny_plan(1, checkpoint_s3_uri=store.as_uri()), hosts) == 1
+            assert sorted(p.name for p in store.iterdir()) == sorted(["epoch-1.pt", "epoch-2.pt", live.name])
+        finally:
+            writer.kill()
+    assert (store / "epoch-1.pt").read_bytes() == b"epoch 1" and (store / "epoch-2.pt").read_bytes() == b"epoch 2"
+    assert live.read_bytes() == b"being written"
+    assert sorted(p.name for p in ckpt.iterdir()) == sorted(["epoch-2.pt", link.name])
+    assert link.is_symlink() and (outside / "id_rsa").read_bytes() == b"PRIVATE KEY"
+    assert not stale_store.exists() and not stale_host.exists()
+
+
+def test_the_next_attempts_restore_sweeps_the_store_and_restores_no_temp_file(tmp_path):
+    """The store holds a temp file a killed save left and one a live writer is writing: the restore of the next
+    attempt removes the stale one, restores neither, and the checkpoints whole."""
+    hosts, _outside = _owned_checkpoints(tmp_path)
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "epoch-1.pt").write_bytes(b"epoch 1")
+    stale = _killed_copy(store, "epoch-2.pt")
+    with subprocess.Popen(["sleep", "60"]) as writer:
+        live = _temp_like(stale, writer.pid, "1")
+        live.write_bytes(b"being written")
+        try:
+            assert restore_checkpoints(tiny_plan(1, checkpoint_s3_uri=store.as_uri()), hosts) == 1
+            assert sorted(p.name for p in store.iterdir()) == sorted(["epoch-1.pt", live.name])
+        finally:
+            writer.kill()
+    assert not stale.exists()
+    assert [p.name for p in hosts["algo-1"].checkpoints_dir.iterdir()] == ["epoch-1.pt"]
+    assert (hosts["algo-1"].checkpoints_dir / "epoch-1.pt").read_bytes() == b"epoch 1"

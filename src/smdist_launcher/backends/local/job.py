@@ -287,7 +287,8 @@ class LocalJob:
         self._failure = None  # this attempt's, read below (the one before stays until this one ended)
         killed = self._faults.killed_in(self._attempt_no)
         hang = self._watch.hang
-        cause = attempt_cause(outcome, hosts, hung=hang is not None, preempted=self._preempted, killed=killed)
+        cause = attempt_cause(outcome, hosts, hung=hang is not None, preempted=self._preempted, killed=killed,
+                              log_files={h: self.dir.log_file(h) for h in hosts})
         reason = outcome.reason
         if self._log_failure is not None:  # whatever else happened: the job's logs are not whole, never retried
             cause, reason = Cause.LAUNCHER_ERROR, f"the job's logs failed: {self._log_failure}"
@@ -383,10 +384,10 @@ class LocalJob:
 
 
 def attempt_cause(outcome: Outcome, hosts: dict[str, MLPaths], *, hung: bool, preempted: bool,
-                  killed: KilledHost | None = None) -> Cause:
+                  killed: KilledHost | None = None, log_files: dict[str, Path] | None = None) -> Cause:
     """Why an attempt ended. Every host exited 0: completed, whatever was noticed meanwhile (a hang or preempt seen
     just after the last host exited must not turn a completed attempt into a failure). `killed`: the host the fault
-    rehearsal killed in it."""
+    rehearsal killed in it; `log_files`: the hosts' logs (a host that left no failure.json may say why there)."""
     if outcome.status == records.COMPLETED:
         return Cause.COMPLETED
     if hung:
@@ -397,7 +398,8 @@ def attempt_cause(outcome: Outcome, hosts: dict[str, MLPaths], *, hung: bool, pr
         return Cause.STOPPED
     if outcome.status == records.MAX_RUNTIME_EXCEEDED:
         return Cause.MAX_RUNTIME
-    return failure_cause({h: p.failure_json_file for h, p in hosts.items()}, outcome.first_failure, killed)
+    return failure_cause({h: p.failure_json_file for h, p in hosts.items()}, outcome.first_failure, killed,
+                         log_files)
 
 
 def _finish_interrupted_jobs(root: Path) -> None:

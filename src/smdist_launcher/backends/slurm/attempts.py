@@ -173,7 +173,7 @@ class SlurmAttempts:
             cause, reason = Cause.PREEMPTED, "preempted: every host got SIGTERM, as on a spot interruption"
         else:
             first_exit_ = first_exit(self.job)
-            cause = failure_cause(failures, first_exit_)
+            cause = failure_cause(failures, first_exit_, log_files=self.logs)
             reason = describe_failure(failures, self.logs, first_exit_)[0]
         facts: dict[str, Any] = {"restored_checkpoints": self.restored,
                                  "first_steps": _first_steps(self.resilience, self.logs, self.offsets)}

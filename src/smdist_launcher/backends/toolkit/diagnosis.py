@@ -6,12 +6,14 @@ reset, ...) are victims; hosts we stopped ourselves report SIGTERM. Both rank af
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 from pathlib import Path
 from typing import Any
 
-from ...container.failure import OUTSIDE_SIGNALS, is_timeout, signal_name
+from ...container.failure import OUTSIDE_SIGNALS, exception_of, is_timeout, signal_name
+from ...container.full_disk import full_disk_line
 from ...contract.no_follow import read_host_file
 from .faults import KilledHost
 from .log_mux import tail
@@ -36,19 +38,24 @@ def read_failures(failure_files: dict[str, Path]) -> list[dict[str, Any]]:
 
 
 def failure_cause(failure_files: dict[str, Path], first_exit: HostExit | None,
-                  killed: KilledHost | None = None) -> Cause:
+                  killed: KilledHost | None = None, log_files: dict[str, Path] | None = None) -> Cause:
     """What a failed attempt's records say happened, as far as a retry is concerned (restart_policy.Cause).
-    `killed`: the host the fault rehearsal killed in this attempt, if any."""
+    `killed`: the host the fault rehearsal killed in this attempt, if any; `log_files`: the hosts' logs, where a host
+    that left no failure.json may have said why."""
     failures = read_failures(failure_files)
     if killed is not None and _killed_first(killed, failures):
         return Cause.HOST_LOST  # we killed it ourselves: whatever its placement's exit code or runtime says
     first = first_failure(failures)
     if first_exit is not None and _died_without_a_word(first_exit, failure_files, first):
+        if _full_disk_in_log(first_exit, log_files) is not None:
+            return Cause.DISK_FULL  # it ended by itself on a full disk: no room for its failure.json, nothing lost
         return Cause.HOST_LOST  # its runtime was killed outright: the machine (container, namespace) is gone
     if first is None:
         return Cause.SCRIPT_ERROR
     if first.get("cause") == "hang":  # a host's own log monitoring (container/hang_watch.py)
         return Cause.HANG
+    if _full_disk_of(first) is not None:
+        return Cause.DISK_FULL  # the same disk on the next attempt (its trees are kept): a client error
     if is_timeout([str(line) for line in first.get("traceback") or []]):  # by the exception's class
         return Cause.TIMEOUT
     if _signal_of(first) in OUTSIDE_SIGNALS:
@@ -101,6 +108,34 @@ def _died_without_a_word(first_exit: HostExit, failure_files: dict[str, Path],
     return float(best.get("time") or float("inf")) >= first_exit.wall_time * 1e9
 
 
+# The line the attempt loop writes into every host's log when an attempt after the first starts (the logs append).
+_ATTEMPT_MARK = re.compile(r"\[smdist\] ---- attempt \d+ ----")
+FULL_DISK_LINES = 60  # of a host's log, read for a full disk: the script's error and the runtime's own, after it
+
+
+def _full_disk_in_log(first_exit: HostExit, log_files: dict[str, Path] | None) -> str | None:
+    """The line of this attempt's end of the host's log that says a write found the disk full, when the host's runtime
+    exited by itself (an exit code, not a signal: a runtime killed outright is a lost host, whatever it printed before
+    it was killed). None otherwise."""
+    log = (log_files or {}).get(first_exit.host)
+    if log is None or not 0 < first_exit.code < 128:
+        return None
+    lines = tail(log, FULL_DISK_LINES)
+    marks = [i for i, line in enumerate(lines) if _ATTEMPT_MARK.search(line)]
+    return full_disk_line(lines[marks[-1] + 1:] if marks else lines)
+
+
+def _full_disk_of(failure: dict[str, Any]) -> str | None:
+    """What in a host's failure record says its disk was full: the exception its traceback ends with, else the
+    runtime's own word that failure.json had to go over its reserve (container/failure_reserve.py). A word elsewhere in
+    the traceback (a warning, a line of source) is no such evidence."""
+    found = exception_of([str(line) for line in failure.get("traceback") or []])
+    line = full_disk_line([f"{found[0]}: {found[1]}"]) if found is not None else None
+    if line is None and failure.get("disk_full"):
+        line = full_disk_line([str(failure["disk_full"])]) or str(failure["disk_full"])
+    return line
+
+
 def _exit_words(code: int) -> str:
     if code < 0:
         try:
@@ -131,7 +166,11 @@ def describe_failure(failure_files: dict[str, Path], log_files: dict[str, Path],
         # A runtime killed outright (kill -9, the OOM killer) writes no failure.json; the hosts we stopped
         # because of it do, as victims. The supervisor saw it exit first: it is the cause.
         host = first_exit.host
-        reason = f"host {host} failed first with exit code {_exit_words(first_exit.code)}"
+        full = _full_disk_in_log(first_exit, log_files)
+        if full is not None:  # it ended by itself, its disk full: no room for failure.json, its log says why
+            reason = f"host {host} failed first with exit code {first_exit.code}: its disk is full ({full})"
+        else:
+            reason = f"host {host} failed first with exit code {_exit_words(first_exit.code)}"
         log = log_files.get(host)
         lines = tail(log, TRACEBACK_LINES) if log else []
     elif first is not None:
@@ -141,6 +180,8 @@ def describe_failure(failure_files: dict[str, Path], log_files: dict[str, Path],
         reason = f"{_who(host, rank)} failed first with exit code {code}{sig}"
         if first.get("cause") == "hang" and first.get("traceback"):
             reason = f"{first['traceback'][0]} on {host}"
+        elif (full := _full_disk_of(first)) is not None:
+            reason = f"{reason}: its disk is full ({full})"
         lines = list(first.get("traceback") or [])[-TRACEBACK_LINES:]
         log = log_files.get(host) or log_files.get(str(first.get("reported_by")))
     else:

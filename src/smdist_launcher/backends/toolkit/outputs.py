@@ -26,8 +26,10 @@ from ...contract.no_follow import (
     host_anchor,
     open_dir_nofollow,
     regular_files,
+    sweep_stale_temps,
     write_stream_nofollow,
 )
+from ...contract.write_temps import is_temp_name
 from ...metrics.store import STORE_FILE, iter_points, store_files
 from ...plan.model import LaunchPlan
 from ..states import JobState
@@ -210,6 +212,10 @@ def deliver_metrics(job_root: Path, job_output_dir: Path, dest: Location) -> str
 # The host's checkpoint folder belongs to the job, which may have planted links in it (also between attempts): it is
 # read and written only by descriptor walks from the host's trusted folder (contract/no_follow.py), so a restore
 # never writes through a link and a save never reads through one (`checkpoints/x -> /root/.ssh/id_rsa`).
+# A copy killed mid-way (SIGKILL of the launcher, a lost node) leaves its temp file (.smdist-*.tmp, write_temps.py)
+# in the folder it wrote to: a restore sweeps the stale ones from a local store, a save from the host's folder (a
+# restore into it was killed) and the store (never a live writer's, never through a link), and no copy carries one,
+# stale or live, as if it were a checkpoint. A host's folder is fresh when restored into (attempt/host_staging.py).
 def _checkpoint_relative(plan: LaunchPlan) -> PurePosixPath:
     """checkpoint_local_path below the container's /opt/ml; outside it (or leaving it with `..`): checkpoints/."""
     local = posixpath.normpath(plan.checkpoint_local_path or f"{CONTAINER_ROOT}/checkpoints")
@@ -250,18 +256,21 @@ def _fetch_tree(loc: Location, root: Path, relative: PurePosixPath) -> int:
                 write_stream_nofollow(root, relative.joinpath(*rel.parts), body.iter_chunks(s3io.CHUNK_BYTES))
         return len(objects)
     assert loc.path is not None
-    return copy_into(loc.path, root, relative)
+    sweep_stale_temps(loc.path)  # what a save killed mid-copy left in the store (a dead writer's only)
+    return copy_into(loc.path, root, relative, skip=is_temp_name)
 
 
 def _send_tree(root: Path, relative: PurePosixPath, loc: Location) -> int:
     """The regular files of the job's folder root/relative to `loc` (s3:// prefix or local folder); returns the file
     count. Links and special files are skipped, never followed."""
+    sweep_stale_temps(root, relative)  # what a restore killed mid-copy left in the host's folder
     if not loc.is_s3:
         assert loc.path is not None
-        return copy_out(root, relative, loc.path)
+        sweep_stale_temps(loc.path)
+        return copy_out(root, relative, loc.path, skip=is_temp_name)
     s3 = s3io.client()
     count = 0
-    for rel, f, _st in regular_files(root, relative):
+    for rel, f, _st in regular_files(root, relative, skip=is_temp_name):
         if not _is_utf8(rel):  # a name of bytes that are no UTF-8 (the job's choice): no S3 key can hold it
             continue
         target = loc.child(rel)

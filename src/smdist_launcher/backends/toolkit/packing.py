@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ...container.full_disk import is_full_disk
 from ...contract.no_follow import regular_files
-from .full_disk import is_full_disk
 
 PARTIAL = ".partial"
 PROGRESS_AFTER_S = 3.0   # a pack that takes longer than this says how far it is ...

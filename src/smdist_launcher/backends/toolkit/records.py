@@ -14,10 +14,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...container.full_disk import is_full_disk
 from ..phases import Phase
 from ..secondary_status import phase_of_secondary
 from ..states import TERMINAL_STATES, JobState
-from .full_disk import is_full_disk
 
 # The job states (backends.states.JobState: one definition of "ended" for every backend); job.json keeps their values.
 IN_PROGRESS = JobState.IN_PROGRESS

@@ -12,6 +12,7 @@ class Cause(str, Enum):
 
     COMPLETED = "completed"
     SCRIPT_ERROR = "script_error"          # the script raised or exited non-zero by itself
+    DISK_FULL = "disk_full"                # a host's disk (or quota) was full: a client error, the same next time
     KILLED = "killed"                      # a host or rank ended by a signal it did not send itself
     HOST_LOST = "host_lost"                # a host's runtime vanished (its machine, container or namespace went)
     HANG = "hang"                          # log monitoring saw no progress
