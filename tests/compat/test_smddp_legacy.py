@@ -44,3 +44,34 @@ def test_outside_a_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
     assert legacy.is_available() is False
     with pytest.raises(RuntimeError, match="smddprun"):
         legacy.init_process_group()
+
+
+ARGS_WORKER = Path(__file__).with_name("smddp_legacy_args_worker.py")
+
+
+def test_torch_style_arguments_are_ignored_and_the_backend_is_smddp() -> None:
+    """AWS's v1 init_process_group(*args, **kwargs) takes no inputs: backend="nccl" (mnist_pt.py) still means smddp."""
+    rows, _ = _torchrun()(ARGS_WORKER, 2)
+    assert {r: (row["backend"], row["world"], row["sum"]) for r, row in rows.items()} == {
+        "0": ("smddp", 2, 3.0), "1": ("smddp", 2, 3.0)}
+    assert rows["0"]["warnings"] == []  # backend alone: nothing to warn about
+    (warning,) = rows["1"]["warnings"]  # rank/world_size that differ from the job's: said, then ignored
+    assert "rank=4 (the job's is 1)" in warning and "world_size=5 (the job's is 2)" in warning
+
+
+def test_only_the_timeout_reaches_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import timedelta
+
+    calls: list[tuple[tuple, dict]] = []
+    monkeypatch.setattr(legacy._td, "is_initialized", lambda: False)
+    monkeypatch.setattr(legacy._td, "init_process_group", lambda *a, **k: calls.append((a, k)))
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    legacy.init_process_group("nccl", init_method="file:///nowhere", timeout=timedelta(seconds=7), store=object())
+    legacy.init_process_group()
+    assert calls == [((), {"backend": "smddp", "init_method": "env://", "timeout": timedelta(seconds=7)}),
+                     ((), {"backend": "smddp", "init_method": "env://"})]
+    with pytest.warns(UserWarning, match=r"ignores its arguments.*not timout=\.\.\."):  # ignored, as in SMDDP
+        legacy.init_process_group(timout=5)
+    assert calls[-1] == ((), {"backend": "smddp", "init_method": "env://"})

@@ -39,6 +39,14 @@ def test_mpirun_local_adds_agent_once():
     assert host_option_indexes(argv) == {2}
 
 
+def test_mpirun_local_leaves_a_shell_programs_arguments_alone():
+    """A shell entry point has no interpreter token: a hyperparameter value "python" after /bin/sh is the script's."""
+    argv = ["mpirun", "-np", "2", "-x", "PATH", "/bin/sh", "-c", 'exec "$0" "$@"', "./run.sh", "--lang", "python"]
+    out = mpirun_local(argv, agent=True)
+    assert out[out.index("/bin/sh"):] == argv[5:]
+    assert sys.executable not in out[out.index("/bin/sh"):]
+
+
 def test_every_python_rank_runs_through_the_rank_entry():
     py, entry = sys.executable, ["-m", "smdist_launcher.container.rank_entry"]
     assert through_rank_entry([py, "t.py", "--lr", "1"], "t.py") == [py, *entry, "t.py", "--lr", "1"]

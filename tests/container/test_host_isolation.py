@@ -60,6 +60,13 @@ def test_isolation_is_for_local_hosts_with_a_sandbox_root(tmp_path):
     assert turned_off({ISOLATION_ENV: "off"}) and not turned_off({})
 
 
+def test_user_processes_see_the_hosts_tree_at_opt_ml_only_where_it_is_mounted_there():
+    root = "/jobs/j/hosts/algo-1/opt/ml"
+    assert HostIsolation(opt_ml=True, hostname=True).seen_root(root) == REAL_OPT_ML
+    assert HostIsolation(reason="not running as root").seen_root(root) == Path(root)
+    assert HostIsolation(hostname=True, reason="mount refused").seen_root(root) == Path(root)
+
+
 def test_fallback_note_says_what_is_shared_and_what_still_works():
     note = HostIsolation(reason="not running as root").fallback_note("/jobs/j/hosts/algo-1/opt/ml")
     assert "NOT private" in note and "not running as root" in note

@@ -1,8 +1,9 @@
 import json
+from pathlib import Path
 
 from smdist_launcher.compat import SITE_DIR
 from smdist_launcher.container.process_environment import count_gpus, load_plan, plan_env, process_env
-from smdist_launcher.contract import write_host_config
+from smdist_launcher.contract import MLPaths, write_host_config
 
 from .hostjobs import make_plan
 
@@ -39,6 +40,41 @@ def test_toolkit_base_dir_points_at_the_hosts_tree_unless_it_is_opt_ml(tmp_path,
     assert env["SAGEMAKER_BASE_DIR"] == str(tmp_path)  # sagemaker_training reads this host, not /opt/ml
     monkeypatch.setattr("smdist_launcher.container.process_environment.DEFAULT_ROOT", str(tmp_path))
     assert "SAGEMAKER_BASE_DIR" not in process_env(paths, plan, plan["hosts"][1], {}, {})  # a real container
+
+
+SM_PATHS = {"SM_MODEL_DIR": "model", "SM_OUTPUT_DIR": "output", "SM_OUTPUT_DATA_DIR": "output/data",
+            "SM_OUTPUT_INTERMEDIATE_DIR": "output/intermediate", "SM_INPUT_DIR": "input",
+            "SM_INPUT_CONFIG_DIR": "input/config", "SM_CHANNEL_TRAINING": "input/data/training",
+            "SM_MODULE_DIR": "code"}
+
+
+def test_the_script_is_told_the_paths_it_sees(tmp_path):
+    """Host isolation mounts the host's tree on /opt/ml for its processes: every path they are told names /opt/ml,
+    as in a SageMaker container; without it (seen = the tree itself) they name the sandbox tree."""
+    plan = make_plan("mpirun", port=1234)
+    plan["sagemaker_hyperparameters"]["sagemaker_submit_directory"] = '"src"'  # a local source_dir, as planned
+    paths = write_host_config(tmp_path, plan, "algo-2")
+    environ = {"SMDIST_CHECKPOINT_DIR": str(paths.checkpoints_dir), "SMDIST_NUM_GPUS": "0",
+               "SAGEMAKER_BASE_DIR": "/inherited"}
+    for seen_root in (Path("/opt/ml"), tmp_path):
+        env = process_env(paths, plan, plan["hosts"][1], environ, {}, seen=MLPaths(seen_root))
+        assert {k: env[k] for k in SM_PATHS} == {k: str(seen_root / v) for k, v in SM_PATHS.items()}
+        te = json.loads(env["SM_TRAINING_ENV"])
+        assert (te["model_dir"], te["module_dir"], te["input_config_dir"], te["output_data_dir"]) == (
+            str(seen_root / "model"), str(seen_root / "code"), str(seen_root / "input/config"),
+            str(seen_root / "output/data"))
+        assert te["channel_input_dirs"] == {"training": str(seen_root / "input/data/training")}
+        assert env["SMDIST_CHECKPOINT_DIR"] == str(seen_root / "checkpoints")
+        assert env["PYTHONPATH"].split(":")[0] == str(seen_root / "code")
+        assert env.get("SAGEMAKER_BASE_DIR") == (None if seen_root == Path("/opt/ml") else str(tmp_path))
+        # the runtime's own variables keep the tree as the runtime reaches it
+        assert env["SMDIST_RANK_CWD"] == str(paths.code_dir)
+        assert env["SMDIST_STACKS_DIR"] == str(paths.run_dir / "stacks")
+    default = process_env(paths, plan, plan["hosts"][1], environ, {})
+    assert default["SM_MODEL_DIR"] == str(paths.model_dir)  # no isolation: the sandbox tree
+    outside = process_env(paths, plan, plan["hosts"][1], {"SMDIST_CHECKPOINT_DIR": "/elsewhere"}, {},
+                          seen=MLPaths("/opt/ml"))
+    assert outside["SMDIST_CHECKPOINT_DIR"] == "/elsewhere"
 
 
 def test_load_plan_errors(tmp_path):

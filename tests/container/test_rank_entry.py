@@ -43,6 +43,21 @@ def test_argv_path_and_main_as_python_sets_them(tmp_path):
     assert ours.returncode == 0 and ours.stdout.strip() == "['sub/train.py', '--lr', '0.1'] True __main__ 7"
 
 
+def test_annotations_are_the_scripts_own_not_the_runners(tmp_path):
+    """rank_entry compiles with `from __future__ import annotations` in force: compile() passed it on to the script,
+    whose annotations became strings (AWS's v3 params_script then failed in OmegaConf.structured with a NameError)."""
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        import dataclasses, typing
+        @dataclasses.dataclass
+        class Config:
+            lr: float = 0.1
+        print([f.type for f in dataclasses.fields(Config)], typing.get_type_hints(Config))
+    """))
+    plain, ours = _run([sys.executable, "train.py"], tmp_path), _run([*ENTRY, "train.py"], tmp_path)
+    assert plain.returncode == ours.returncode == 0
+    assert ours.stdout == plain.stdout == "[<class 'float'>] {'lr': <class 'float'>}\n"
+
+
 def test_missing_script_is_reported_as_python_does(tmp_path):
     ours = _run([*ENTRY, "missing.py"], tmp_path)
     assert ours.returncode == 2 and "can't open file" in ours.stderr and "missing.py" in ours.stderr

@@ -90,3 +90,18 @@ def test_topology_passed_through():
                              num_cpus=1)
     assert env["SM_TOPOLOGY"] == '[{"hostName":"algo-1"}]'
     assert env["SM_MODEL_DIR"] == "/r/model"
+
+
+def test_module_dir_is_the_s3_archive_or_the_code_dir():
+    """The toolkit reports sagemaker_submit_directory: on SageMaker the S3 URI; under the SDK's local mode
+    "/opt/ml/code" (the SDK rewrites a local source to the dir it mounts it on). A local source given as the plan
+    carries it ("src", an absolute folder) was staged into the code dir too."""
+    for submit in ("src", "/home/me/src", "file:///home/me/src", "/opt/ml/code", None):
+        hps = {**HPS, "sagemaker_submit_directory": json.dumps(submit)}
+        assert build_training_env(MLPaths("/opt/ml"), RC, hps, IDC, num_gpus=0, num_cpus=1)["SM_MODULE_DIR"] == \
+            "/opt/ml/code", submit
+        te = training_environment(MLPaths("/r"), RC, hps, IDC, num_gpus=0, num_cpus=1)
+        assert te["module_dir"] == "/r/code", submit
+    hps = {**HPS, "sagemaker_submit_directory": '"s3://b/job/source/sourcedir.tar.gz"'}
+    assert training_environment(MLPaths("/r"), RC, hps, IDC, num_gpus=0, num_cpus=1)["module_dir"] == \
+        "s3://b/job/source/sourcedir.tar.gz"

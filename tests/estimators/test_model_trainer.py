@@ -128,10 +128,11 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_v3_job_plans_exactly_like_its_v2_pytorch_equivalent(case: str, src: Path) -> None:
+    """... with v3's hyperparameter encoding (tests/plan/test_v3_encoding.py)."""
     v3_args, v2_args = CASES[case]
     trainer = ModelTrainer(training_image=IMAGE, source_code=SourceCode(source_dir=str(src), entry_script="train.py"),
                            hyperparameters={"epochs": 2, "optimizer": "sgd"}, **v3_args())
-    estimator = _v2(src, hyperparameters={"epochs": 2, "optimizer": "sgd"}, **v2_args)
+    estimator = _v2(src, hyperparameters={"epochs": 2, "optimizer": "sgd"}, hyperparameter_encoding="v3", **v2_args)
     inputs = [InputData(channel_name="train", data_source="s3://bucket/train")]
     assert trainer.plan(inputs) == estimator.plan({"train": "s3://bucket/train"})
 
@@ -214,6 +215,71 @@ def test_job_names_follow_v3(src: Path) -> None:
     trainer = ModelTrainer(training_image="example.com/team/my-image@sha256:abc",
                            source_code=SourceCode(source_dir=str(src), entry_script="train.py"))
     assert trainer.base_job_name == "my-image-job"
+
+
+# AWS's v3 contract values (sagemaker-train/tests/data/params_script), and the arguments v3's drivers pass for them
+CONTRACT = {"integer": 1, "boolean": True, "float": 3.14, "string": "Hello World", "list": [1, 2, 3],
+            "dict": {"string": "value", "integer": 3, "float": 3.14, "list": [1, 2, 3], "dict": {"key": "value"},
+                     "boolean": True}}
+CONTRACT_ARGS = ["--integer", "1", "--boolean", "true", "--float", "3.14", "--string", "Hello World", "--list",
+                 "[1, 2, 3]", "--dict", '{"string": "value", "integer": 3, "float": 3.14, "list": [1, 2, 3], '
+                                        '"dict": {"key": "value"}, "boolean": true}']
+
+
+@pytest.mark.parametrize("entry, dist", [("train.py", None), ("train.sh", None), ("train.py", MPI()),
+                                         ("train.py", Torchrun())])
+def test_hyperparameters_reach_the_script_as_v3s_drivers_pass_them(src: Path, entry: str, dist: Any) -> None:
+    """Not the v2 toolkit's `--boolean True --dict boolean=True,...` (sorted), which AWS's contract script refuses."""
+    (src / "train.sh").write_text("")
+    trainer = ModelTrainer(training_image=IMAGE, hyperparameters=CONTRACT, distributed=dist,
+                           source_code=SourceCode(source_dir=str(src), entry_script=entry),
+                           compute=Compute(instance_type="local", instance_count=1 if dist is None else 2))
+    plan = trainer.plan()
+    assert plan.hyperparameter_encoding == "v3"
+    assert plan.hosts[0].argv[-len(CONTRACT_ARGS):] == CONTRACT_ARGS
+    assert plan.hosts[0].env["SM_HP_BOOLEAN"] == "true" and json.loads(plan.hosts[0].env["SM_HPS"]) == CONTRACT
+    assert plan.sagemaker_hyperparameters["string"] == "Hello World"  # v2: '"Hello World"'
+    v2 = _v2(src, hyperparameters=CONTRACT, entry_point=entry).plan()
+    assert v2.hosts[0].argv[-12:-10] == ["--boolean", "True"] and v2.sagemaker_hyperparameters["string"] == \
+        '"Hello World"'
+
+
+def test_smp_parameters_travel_in_v3s_order(src: Path) -> None:
+    trainer = ModelTrainer(training_image=IMAGE, source_code=SourceCode(source_dir=str(src), entry_script="train.py"),
+                           distributed=Torchrun(smp=SMP(tensor_parallel_degree=4, hybrid_shard_degree=2)),
+                           compute=Compute(instance_type="ml.p4d.24xlarge", instance_count=2))
+    sent = trainer.request(wire="v3", region="us-west-2")["HyperParameters"]["mp_parameters"]
+    assert sent == '{"hybrid_shard_degree": 2, "tensor_parallel_degree": 4}'
+    plan = trainer.plan()
+    assert plan.sagemaker_hyperparameters["mp_parameters"] == sent and plan.hosts[0].argv[-1] == sent
+
+
+@pytest.mark.parametrize("suffix, text", [("json", json.dumps(CONTRACT)),
+                                          ("yaml", "integer: 1\nboolean: true\nfloat: 3.14\nstring: Hello World\n"
+                                                   "list: [1, 2, 3]\ndict: {string: value, integer: 3, float: 3.14, "
+                                                   "list: [1, 2, 3], dict: {key: value}, boolean: true}\n")])
+def test_a_hyperparameters_file_becomes_the_attribute(src: Path, suffix: str, text: str) -> None:
+    """v3 reads the file in model_post_init: `trainer.hyperparameters` is the mapping, not the path."""
+    path = src / f"hyperparameters.{suffix}"
+    path.write_text(text)
+    trainer = ModelTrainer(training_image=IMAGE, hyperparameters=str(path),
+                           source_code=SourceCode(source_dir=str(src), entry_script="train.py"))
+    assert trainer.hyperparameters == CONTRACT == trainer.spec.hyperparameters
+
+
+def test_base_job_names_with_underscores_name_jobs_as_v3(src: Path) -> None:
+    """v3's local training example names its trainer "local_mode_multi_container": v3 keeps it and names the jobs with
+    `-` (sagemaker.train.utils._get_unique_name); so does the default from an image repository with `_`."""
+    code = SourceCode(source_dir=str(src), entry_script="train.py")
+    trainer = ModelTrainer(training_image=IMAGE, source_code=code, base_job_name="local_mode_multi_container")
+    assert trainer.base_job_name == "local_mode_multi_container"
+    assert trainer.plan().job_name == "local-mode-multi-container"
+    trainer = ModelTrainer(training_image="111122223333.dkr.ecr.us-west-2.amazonaws.com/my_team_image:1",
+                           source_code=code)
+    assert trainer.base_job_name == "my_team_image-job" and trainer.plan().job_name == "my-team-image-job"
+    with pytest.raises(ValidationError) as info:  # SDK v2 sends the name as it is, which SageMaker refuses
+        _v2(src, base_job_name="local_mode_multi_container")
+    assert [e.path for e in info.value.errors] == ["base_job_name"]
 
 
 def test_v3_attributes_are_the_arguments_as_given(src: Path) -> None:

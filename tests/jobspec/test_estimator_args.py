@@ -73,3 +73,14 @@ def test_debugger_hook_config(args: dict[str, Any], debugger: Any) -> None:
 
 def test_debugger_hook_config_bad(args: dict[str, Any]) -> None:
     assert problems("pytorch", {**args, "debugger_hook_config": 3}) == ["debugger_hook_config"]
+
+
+def test_hyperparameter_encoding_is_v2_unless_v3_is_asked_for(args: dict[str, Any]) -> None:
+    """The SDK v3 contract travels as data (ModelTrainer sets it; a job file may too); v2 stays the default."""
+    from smdist_launcher.contract.hyperparameters import HyperparameterEncoding
+
+    assert validate_args("pytorch", args).hyperparameter_encoding is HyperparameterEncoding.V2
+    assert validate_args("pytorch", {**args, "hyperparameter_encoding": "v3"}).hyperparameter_encoding == "v3"
+    assert "hyperparameter_encoding" not in validate_args("pytorch", args).model_dump(exclude_unset=True)
+    errs = messages("pytorch", {**args, "hyperparameter_encoding": "v4"})
+    assert "'v2' or 'v3'" in errs["hyperparameter_encoding"], errs

@@ -6,8 +6,15 @@ from typing import Any
 
 import pytest
 
+from smdist_launcher.contract.hyperparameters import HyperparameterEncoding
 from smdist_launcher.errors import ValidationError
-from smdist_launcher.jobspec.v3_arguments import estimator_arguments, input_channels, v3_path, validate_trainer
+from smdist_launcher.jobspec.v3_arguments import (
+    base_job_name,
+    estimator_arguments,
+    input_channels,
+    v3_path,
+    validate_trainer,
+)
 
 IMAGE = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.5-gpu-py311"
 
@@ -32,7 +39,19 @@ def test_v3_defaults_become_the_spec() -> None:
     args, errors = estimator_arguments({"training_image": IMAGE, "source_code": {"entry_script": "train.py"}})
     assert errors == []
     assert args == {"image_uri": IMAGE, "base_job_name": "pytorch-training-job", "entry_point": "train.py",
-                    "instance_type": "ml.m5.xlarge", "instance_count": 1, "max_run": 3600}
+                    "instance_type": "ml.m5.xlarge", "instance_count": 1, "max_run": 3600,
+                    "hyperparameter_encoding": HyperparameterEncoding.V3}
+
+
+def test_base_job_names_take_v3s_underscore_rule(src: Path) -> None:
+    """v3 names its jobs from base_job_name with `_` as `-` (sagemaker.train.utils._get_unique_name), its default
+    base included (`<image repository>-job`); the rest of SageMaker's job-name rule still applies."""
+    job = validate_trainer(_trainer(src, base_job_name="local_mode_multi_container"))
+    assert job.spec.base_job_name == "local-mode-multi-container"
+    assert base_job_name(job.data) == "local_mode_multi_container"
+    job = validate_trainer({**_trainer(src), "training_image": "111122223333.dkr.ecr.us-west-2.amazonaws.com/my_repo"})
+    assert job.spec.base_job_name == "my-repo-job" and base_job_name(job.data) == "my_repo-job"
+    assert "job-name rule" in _errors(_trainer(src, base_job_name="bad.name"))["base_job_name"]
 
 
 def test_torchrun_on_two_hosts(src: Path) -> None:

@@ -68,6 +68,12 @@ def test_sdk_v1_names_and_fit_arguments_are_explained(args: dict[str, Any]) -> N
     assert errs["inputs"].startswith("unknown argument: inputs are given to fit(inputs=...)")
 
 
+def test_env_is_pointed_at_environment_and_still_refused(args: dict[str, Any]) -> None:
+    # an amazon-sagemaker-examples notebook passes env= to an estimator; SDK v2's name is environment=
+    args["env"] = {"NCCL_DEBUG": "INFO"}
+    assert messages("pytorch", args) == {"env": "unknown key; did you mean 'environment'?"}
+
+
 # ---- one schema error must not hide the rules of its siblings ----------------------------------------------------
 SMP = "distribution.smdistributed.modelparallel"
 TP3_V2 = {"torch_distributed": {"enabled": True},

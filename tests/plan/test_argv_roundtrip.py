@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from hypothesis import given, settings, strategies as st
 
@@ -38,6 +39,23 @@ def test_single_host_argv_survives_a_real_process(make_job: Callable[..., Resolv
     received = json.loads(out.stdout)
     assert received == argv[2:]
     assert dict(zip(received[0::2], received[1::2], strict=True)) == {f"--{k}": v for k, v in NASTY.items()}
+
+
+def test_shell_entry_point_under_mpirun_gets_its_argv_unchanged(make_job: Callable[..., ResolvedJob],
+                                                                 tmp_path: Path) -> None:
+    """The rank's program (what mpirun starts) run by a real /bin/sh: no value is expanded, split or executed."""
+    plan = build_plan(make_job(strategy="mpi", instance="local", processes_per_host=1, entry_point="run.sh",
+                               hyperparameters=NASTY))
+    argv = plan.hosts[0].argv
+    program = argv[argv.index("/bin/sh"):]
+    assert program[:4] == ["/bin/sh", "-c", 'exec "$0" "$@"', "./run.sh"]
+    (tmp_path / "run.sh").write_text(f"#!{sys.executable}\n{ECHO}\n")  # the script's #! line picks its interpreter
+    (tmp_path / "run.sh").chmod(0o755)
+    out = subprocess.run(program, cwd=tmp_path, capture_output=True, text=True, check=True, timeout=60)
+    received = json.loads(out.stdout)
+    assert received == program[4:]
+    assert dict(zip(received[0::2], received[1::2], strict=True)) == {f"--{k}": v for k, v in NASTY.items()}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.sh"]  # nothing ran: no file was created
 
 
 @settings(max_examples=200, deadline=None)

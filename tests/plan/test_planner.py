@@ -139,6 +139,30 @@ def test_smddp_single_node_and_pytorchddp_flag(make_job: Callable[..., ResolvedJ
     assert plan.sagemaker_hyperparameters["sagemaker_pytorch_ddp_enabled"] == "true"
 
 
+SHELL_PROGRAM = ["/bin/sh", "-c", 'exec "$0" "$@"', "./run.sh", "--epochs", "2", "--lr", "0.1"]
+
+
+@pytest.mark.parametrize("strategy", ["mpi", "smp_v1", "smddp", "pytorchddp"])
+def test_mpirun_runs_a_shell_entry_point_as_its_program(make_job: Callable[..., ResolvedJob], strategy: str) -> None:
+    """The toolkit's MPI runners: `mpirun ... /bin/sh -c "./run.sh <quoted args>"`; here the command string is a
+    constant and the entry point and its arguments stay separate tokens."""
+    python = build_plan(make_job(strategy=strategy)).hosts[0].argv
+    shell = build_plan(make_job(strategy=strategy, entry_point="run.sh")).hosts[0].argv
+    start = python.index("python")
+    assert python[start:start + 8] == ["python", "-m", "mpi4py", *PROGRAM]
+    assert shell[:start] == python[:start]   # the same mpirun (and smddprun) in front
+    assert shell[start:] == SHELL_PROGRAM + python[start + 8:]   # SMP v1: its --mp_parameters follow as well
+    sub = build_plan(make_job(strategy=strategy, entry_point="sub/run.sh")).hosts[0].argv
+    assert sub[start:start + 4] == ["/bin/sh", "-c", 'exec "$0" "$@"', "./sub/run.sh"]
+
+
+def test_other_entry_points_on_a_host_of_their_own_are_unchanged(make_job: Callable[..., ResolvedJob]) -> None:
+    assert build_plan(make_job(strategy="single", entry_point="run.sh")).hosts[0].argv == [
+        "/bin/sh", "run.sh", "--epochs", "2", "--lr", "0.1"]
+    assert build_plan(make_job(strategy="single", entry_point="train")).hosts[0].argv == [
+        "./train", "--epochs", "2", "--lr", "0.1"]
+
+
 def test_local_runs_name_no_efa_provider(make_job: Callable[..., ResolvedJob]) -> None:
     for strategy in ("pytorchddp", "smddp", "torch_distributed", "mpi"):
         plan = build_plan(make_job(strategy=strategy, instance="local", processes_per_host=2))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ..contract.entry_point import SHELL
+
 PYTHON_NAMES = ("python", "python3")
 TORCHRUN_AGENT_MODULE = "smdist_launcher.container.torchrun_agent"  # torchrun whose store outlives every agent
 _TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch", TORCHRUN_AGENT_MODULE)
@@ -80,10 +82,14 @@ def mpirun_local(argv: list[str], *, agent: bool | str) -> list[str]:
         # would point algo-2's ranks at algo-1's code dir.
         rest = [t for i, t in enumerate(rest) if not (t == "PYTHONPATH" and i > 0 and rest[i - 1] == "-x")
                 and not (t == "-x" and i + 1 < len(rest) and rest[i + 1] == "PYTHONPATH")]
-    replaced = False
+    # The first `python` is the ranks' interpreter. A shell program (plan/program.py) has none: what follows /bin/sh
+    # is the entry point and its arguments, and a hyperparameter value "python" must reach it unchanged.
+    program = False
     for token in rest:
-        if not replaced and token in PYTHON_NAMES:
-            token, replaced = sys.executable, True
+        if not program and token in PYTHON_NAMES:
+            token, program = sys.executable, True
+        elif token == SHELL:
+            program = True
         out.append(token)
     return out
 

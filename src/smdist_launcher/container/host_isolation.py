@@ -45,6 +45,10 @@ class HostIsolation:
     hosts_file: bool = False    # /etc/hosts maps every algo-N to its address
     reason: str = ""            # why /opt/ml is not isolated ("" when it is)
 
+    def seen_root(self, root: str | os.PathLike[str]) -> Path:
+        """The host's tree `root` as its user processes see it: /opt/ml where it is mounted there, else `root`."""
+        return Path(CONTAINER_ROOT) if self.opt_ml else Path(root)
+
     def fallback_note(self, root: str | os.PathLike[str]) -> str:
         """One paragraph for the job's console when absolute /opt/ml is shared."""
         return (f"absolute /opt/ml paths are NOT private to each simulated host ({self.reason}): every host "

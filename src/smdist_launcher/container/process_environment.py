@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from ..compat import SITE_DIR
@@ -22,6 +23,8 @@ from .log_lines import TORCHRUN_PREFIX_TEMPLATE
 
 # The training toolkit's variable for a /opt/ml somewhere else (sagemaker_training.environment.BASE_PATH_ENV).
 BASE_DIR_ENV = "SAGEMAKER_BASE_DIR"
+# checkpoint_local_path in the host's tree (the backend sets it: backends/local/README.md).
+CHECKPOINT_DIR_ENV = "SMDIST_CHECKPOINT_DIR"
 
 
 def count_gpus(environ: dict[str, str]) -> int:
@@ -52,12 +55,27 @@ def plan_env(plan: dict[str, Any], host_plan: dict[str, Any], environ: dict[str,
     return out
 
 
+def seen_path(path: str, paths: MLPaths, seen: MLPaths) -> str:
+    """`path` (a folder of the host's tree as the runtime reaches it) as the user's processes see it."""
+    try:
+        relative = Path(path).relative_to(paths.root)
+    except ValueError:
+        return path
+    return str(seen.root / relative)
+
+
 def process_env(paths: MLPaths, plan: dict[str, Any], host_plan: dict[str, Any], environ: dict[str, str],
-                host_map: dict[str, str]) -> dict[str, str]:
+                host_map: dict[str, str], seen: MLPaths | None = None) -> dict[str, str]:
+    """`paths`: the host's tree as this runtime reaches it; `seen`: the same tree as the user's processes see it
+    (/opt/ml where host isolation mounted it there; default `paths`). Every path the script is told (SM_* and
+    SM_TRAINING_ENV, SM_MODULE_DIR, PYTHONPATH's code dir, SMDIST_CHECKPOINT_DIR, SAGEMAKER_BASE_DIR) names `seen`,
+    as a SageMaker container names /opt/ml; the runtime's own variables (SMDIST_RANK_CWD, SMDIST_STACKS_DIR) keep
+    `paths`."""
+    seen = seen or paths
     resource_config = read_resource_config(paths.resource_config_file)
     resource_config.setdefault("current_host", host_plan["name"])
     sm = build_training_env(
-        paths, resource_config, read_hyperparameters_raw(paths.hyperparameters_file),
+        seen, resource_config, read_hyperparameters_raw(paths.hyperparameters_file),
         read_input_data_config(paths.input_data_config_file),
         num_gpus=count_gpus(environ), num_cpus=int(environ.get("SMDIST_NUM_CPUS") or os.cpu_count() or 1),
         framework_module=environ.get("SAGEMAKER_TRAINING_MODULE"), job_name=plan.get("job_name"),
@@ -71,8 +89,10 @@ def process_env(paths: MLPaths, plan: dict[str, Any], host_plan: dict[str, Any],
     env.setdefault("NCCL_SOCKET_IFNAME", iface)
     if host_map:
         env.setdefault("GLOO_SOCKET_IFNAME", iface)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(paths.code_dir), str(SITE_DIR), environ.get("PYTHONPATH"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(seen.code_dir), str(SITE_DIR), environ.get("PYTHONPATH"))
                                         if p)
+    if env.get(CHECKPOINT_DIR_ENV):
+        env[CHECKPOINT_DIR_ENV] = seen_path(env[CHECKPOINT_DIR_ENV], paths, seen)
     env["PYTHONUNBUFFERED"] = "1"
     env["SMDIST_HOST"] = host_plan["name"]
     argv = [str(a) for a in host_plan.get("argv") or []]
@@ -83,9 +103,11 @@ def process_env(paths: MLPaths, plan: dict[str, Any], host_plan: dict[str, Any],
         # the toolkit's `-x LD_LIBRARY_PATH` warns when it is unset (DLCs always set it); glibc ignores an empty one
         env.setdefault("LD_LIBRARY_PATH", "")
     # sagemaker_training.environment reads the job under $SAGEMAKER_BASE_DIR, else /opt/ml: point it at this host's
-    # tree (in local mode /opt/ml is this host's only inside its private mount namespace, if it got one).
-    if os.path.realpath(paths.root) != os.path.realpath(DEFAULT_ROOT):
-        env[BASE_DIR_ENV] = str(paths.root)
+    # tree unless the processes see that at /opt/ml (local mode: inside the host's private mount namespace).
+    if os.path.realpath(seen.root) != os.path.realpath(DEFAULT_ROOT):
+        env[BASE_DIR_ENV] = str(seen.root)
+    elif seen != paths:
+        env.pop(BASE_DIR_ENV, None)  # one inherited from this machine would name another tree than /opt/ml
     # MPI ranks start in mpirun's cwd (the master's code dir); the compat sitecustomize moves them to their host's.
     env["SMDIST_RANK_CWD"] = str(paths.code_dir)
     # Ranks register a stack dump there (compat sitecustomize); the launcher asks for it before stopping a hung job.

@@ -85,7 +85,9 @@ def run_script(script: str, source: bytes) -> None:
     main.__dict__.update(__file__=path, __cached__=None, __builtins__=builtins,
                          __loader__=importlib.machinery.SourceFileLoader("__main__", path))
     sys.modules["__main__"] = main
-    exec(compile(source, path, "exec"), main.__dict__)  # noqa: S102 - running the user's script is the point
+    # dont_inherit: compile() would otherwise give the script this module's `from __future__ import annotations`
+    # (string annotations: dataclasses/OmegaConf/pydantic resolving them failed where `python SCRIPT` works)
+    exec(compile(source, path, "exec", dont_inherit=True), main.__dict__)  # noqa: S102 - running it is the point
 
 
 def exit_status(code: object) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -45,6 +46,7 @@ from .container_command import (
     own_failure_lines,
     require_private_opt_ml,
 )
+from .entry_point_mode import make_executable
 from .failure import FailureTracker, signal_name, write_failure, write_success
 from .fallback_plan import plan_from_contract
 from .group_hosts import real_host_names, rename_hosts
@@ -163,11 +165,17 @@ class HostRuntime:
         hps = decode_hyperparameters(read_hyperparameters_raw(self.paths.hyperparameters_file))
         submit = hps.get("sagemaker_submit_directory") or self.plan.get("source_dir")
         self.console.say(prepare_code(str(submit) if submit else None, self.paths.code_dir))
+        # a container command names its own program (argv[0]), not a file of the code dir
+        not_executable = (None if is_container_command(self.plan)
+                          else make_executable(self.paths.code_dir, self.plan.get("entry_point")))
+        if not_executable:
+            self.console.say(not_executable)
         if self.install:
             code = install_requirements(self.paths.code_dir)
             if code not in (None, 0):
                 raise RuntimeError(f"InstallRequirementsError: pip install -r requirements.txt exited with {code}")
-        env = process_env(self.paths, self.plan, self.host_plan, self.environ, self.host_map)
+        env = process_env(self.paths, self.plan, self.host_plan, self.environ, self.host_map,
+                          seen=MLPaths(self.isolation.seen_root(self.paths.root)))
         if is_container_command(self.plan):
             env = command_env(env, self.paths.run_dir / "bin")
         if self.scratch is not None:
@@ -241,7 +249,7 @@ class HostRuntime:
 
     def _run_launcher(self, argv: list[str], env: dict[str, str], splitter: LineSplitter) -> int:
         self.command = self.shown(argv)  # what logs and failure.json show: secret values redacted
-        self.console.say(f"running: {' '.join(self.command)}")
+        self.console.say(f"running: {shlex.join(self.command)}")  # quoted: `sh -c 'exec "$0" "$@"'` reads right
         with self._worker_lock:
             mpirun = is_mpirun(argv)
             # mpirun outlives a kill of the runtime's group just long enough to stop the ranks it started itself (the

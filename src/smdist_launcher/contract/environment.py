@@ -40,6 +40,16 @@ def _instance_groups(resource_config: dict[str, Any]) -> dict[str, dict[str, Any
     return {g["instance_group_name"]: g for g in groups}
 
 
+def module_dir(submit_directory: Any, paths: MLPaths) -> str:
+    """SM_MODULE_DIR. The toolkit gives sagemaker_submit_directory as it is: on SageMaker the S3 URI of the code
+    archive; under the SDK's local mode "/opt/ml/code", since that mode rewrites a local (file://) source to the code
+    dir it mounts the source on (``_update_local_src_path``). A local source here (the plan carries source_dir as
+    given: "src", "/home/me/src") was likewise staged into the code dir, so it is reported as that dir, as the
+    script's processes see it. (Given a local path by hand, the toolkit would report that path; no SDK sends one.)"""
+    text = str(submit_directory or "")
+    return text if text.startswith("s3://") else str(paths.code_dir)
+
+
 def training_environment(paths: MLPaths, resource_config: dict[str, Any], hyperparameters_raw: dict[str, str],
                          input_data_config: dict[str, Any], *, num_gpus: int, num_cpus: int, num_neurons: int = 0,
                          framework_module: str | None = None, job_name: str | None = None,
@@ -85,7 +95,7 @@ def training_environment(paths: MLPaths, resource_config: dict[str, Any], hyperp
         "log_level": reserved.get("sagemaker_container_log_level", 20),
         "master_hostname": master,
         "model_dir": str(paths.model_dir),
-        "module_dir": reserved.get("sagemaker_submit_directory") or str(paths.code_dir),
+        "module_dir": module_dir(reserved.get("sagemaker_submit_directory"), paths),
         "module_name": module_name,
         "network_interface_name": resource_config.get("network_interface_name", "eth0"),
         "num_cpus": num_cpus,

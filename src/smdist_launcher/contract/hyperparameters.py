@@ -2,7 +2,17 @@
 from __future__ import annotations
 
 import json
+from enum import Enum
 from typing import Any
+
+
+class HyperparameterEncoding(str, Enum):
+    """How a job's hyperparameters travel from the SDK to the script: what CreateTrainingJob's HyperParameters (so
+    hyperparameters.json) hold, and what the container makes of them (argv, SM_HP_*, SM_HPS)."""
+
+    V2 = "v2"  # SDK v2 estimators + sagemaker-training-toolkit: values json.dumps-ed; `--k str(v)` sorted (below)
+    V3 = "v3"  # SDK v3 ModelTrainer + its container drivers: strings raw; `--k json` in order (v3_hyperparameters.py)
+
 
 # The toolkit's reserved `sagemaker_*` keys: not user HPs, not framework parameters either.
 RESERVED_SAGEMAKER_KEYS = frozenset({

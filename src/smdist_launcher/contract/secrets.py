@@ -119,7 +119,30 @@ def redact_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
     if "sagemaker_hyperparameters" in plan:
         out["sagemaker_hyperparameters"] = redact_hyperparameters_raw(sm_hps)
     keys = [*hps, *sm_hps]
-    out["hosts"] = [{**h, "env": redact_mapping(h.get("env") or {}),
+    out["hosts"] = [{**h, "env": _redact_host_env(h.get("env") or {}),
                      **({"argv": redact_argv(h["argv"], keys)} if "argv" in h else {})}
                     for h in plan.get("hosts", [])]
     return out
+
+
+# SDK v3's jobs: every host's environment carries the hyperparameters as one JSON object too
+# (contract/v3_hyperparameters.py)
+_HPS_ENV = "SM_HPS"
+
+
+def _redact_host_env(env: Mapping[str, Any]) -> dict[str, Any]:
+    """A host's environment: secret variables redacted, and SM_HPS whole when it holds a secret hyperparameter (the
+    runtime then takes the real one from its own environment, like any redacted variable)."""
+    out = redact_mapping(env)
+    hps = out.get(_HPS_ENV)
+    if isinstance(hps, str) and _holds_secret(hps):
+        out[_HPS_ENV] = REDACTED
+    return out
+
+
+def _holds_secret(text: str) -> bool:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return True  # not what the planner writes: shown as nothing rather than guessed at
+    return not isinstance(data, dict) or any(is_secret_key(str(k)) for k in data)

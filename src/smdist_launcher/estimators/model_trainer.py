@@ -103,7 +103,16 @@ class ModelTrainer:
 
     @property
     def base_job_name(self) -> str:
-        return self._estimator.base_job_name
+        """v3's: as given (`_` kept; job names have `-` for it), else `<image repository>-job`."""
+        from ..jobspec.v3_arguments import base_job_name
+
+        return base_job_name(self._job.data)
+
+    @property
+    def hyperparameters(self) -> Any:
+        """As given; a JSON or YAML file's path as the mapping it holds (v3 reads the file at construction)."""
+        given = self._arguments.get("hyperparameters")
+        return self._job.data.get("hyperparameters") if isinstance(given, str) else given
 
     def __getattr__(self, name: str) -> Any:
         # v3's attributes are its constructor's arguments: trainer.compute, trainer.distributed, ... as given
@@ -203,7 +212,7 @@ class ModelTrainer:
 _ARGUMENTS = frozenset({
     "training_image", "role", "source_code", "distributed", "compute", "networking", "stopping_condition",
     "algorithm_name", "training_mode", "output_data_config", "input_data_config", "checkpoint_config",
-    "training_input_mode", "environment", "hyperparameters", "tags", "retry_strategy", "metric_definitions",
+    "training_input_mode", "environment", "tags", "retry_strategy", "metric_definitions",
     "tensorboard_output_config", "enable_remote_debug", "enable_infra_check", "enable_session_tag_chaining"})
 
 

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, field_validator
 
+from ..contract.hyperparameters import HyperparameterEncoding
 from .container_paths import normal_container_path
 from .distribution import Distribution
 from .frameworks import FRAMEWORKS as FRAMEWORKS, Framework as Framework  # defined here before; kept importable
@@ -81,6 +82,9 @@ class EstimatorArgs(SpecModel):
     region: str | None = None
     # training
     hyperparameters: dict[str, Any] | None = None
+    # how the hyperparameters reach the script: "v2" (SDK v2 and its training toolkit) or "v3" (SDK v3's container
+    # drivers; ModelTrainer's jobs); plan/hyperparameters.py
+    hyperparameter_encoding: HyperparameterEncoding = Field(default=HyperparameterEncoding.V2, strict=False)
     distribution: Distribution | None = None
     environment: dict[str, str] | None = None
     input_mode: Literal["File", "Pipe", "FastFile"] | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import posixpath
 from typing import TYPE_CHECKING, Any
 
+from ..contract.hyperparameters import HyperparameterEncoding
 from ..errors import ValidationError
 from .catalog import lookup
 from .error_items import item
@@ -88,6 +89,10 @@ def resolve(spec: EstimatorArgs | JobFile, framework: str | None = None, *, job_
     mp_parameters = None
     if launch.strategy in ("smp_v1", "smp_v2") and dist is not None:
         mp_parameters = fold_smp_parameters(dist.smp_parameters.model_dump(exclude_unset=True))
+        if args.hyperparameter_encoding is HyperparameterEncoding.V3:
+            from .v3_configs import in_smp_order
+
+            mp_parameters = in_smp_order(mp_parameters)  # v3's mp_parameters text
     framework_version = args.framework_version
     if isinstance(args, HuggingFaceArgs):
         framework_version = args.pytorch_version or args.tensorflow_version
@@ -108,6 +113,7 @@ def resolve(spec: EstimatorArgs | JobFile, framework: str | None = None, *, job_
         custom_mpi_options=launch.custom_mpi_options,
         mp_parameters=mp_parameters,
         hyperparameters=dict(args.hyperparameters or {}),
+        hyperparameter_encoding=args.hyperparameter_encoding,
         environment=dict(args.environment or {}),
         network_interface="lo" if instance.local else "eth0",
         master_port=MASTER_PORT,

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..contract.hyperparameters import HyperparameterEncoding
+
 Strategy = Literal[
     "single",             # no distribution: python train.py on each host
     "torch_distributed",  # torchrun on every host
@@ -67,6 +69,7 @@ class ResolvedJob(BaseModel):
     custom_mpi_options: str = ""
     mp_parameters: dict[str, Any] | None = None   # SMP parameters as the user gave them (aliases folded)
     hyperparameters: dict[str, Any] = Field(default_factory=dict)   # user's, unencoded
+    hyperparameter_encoding: HyperparameterEncoding = HyperparameterEncoding.V2   # SDK v3's for ModelTrainer jobs
     environment: dict[str, str] = Field(default_factory=dict)
     network_interface: str = "eth0"       # "lo" for local instance types
     master_port: int = 7777

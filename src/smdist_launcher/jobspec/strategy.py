@@ -27,6 +27,9 @@ from .smp_parameters import V1_KEYS, V2_KEYS
 
 MULTI_PROCESS: frozenset[str] = frozenset({"torch_distributed", "pytorchddp", "smddp", "smp_v1", "smp_v2", "mpi"})
 MPI_LAUNCHED: frozenset[str] = frozenset({"pytorchddp", "smddp", "smp_v1", "mpi"})
+# torchrun starts Python programs only (the toolkit raises "Unsupported entry point type" for anything else); mpirun
+# also runs a shell script or any other executable (plan/program.py).
+TORCHRUN_LAUNCHED: frozenset[str] = MULTI_PROCESS - MPI_LAUNCHED
 
 _TOGGLES = ("pytorchddp", "torch_distributed", "parameter_server", "multi_worker_mirrored_strategy", "pytorchxla")
 D = "distribution"

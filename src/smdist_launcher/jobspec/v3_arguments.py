@@ -8,7 +8,10 @@ have (degrees vs world size, instance rules, ...), with each problem named by it
   Torchrun(smp=SMP(...))                    → SMP v2: torch_distributed + smdistributed.modelparallel parameters
   MPI(process_count_per_node=P, options)    → mpi {processes_per_host P, custom_mpi_options shlex-joined}
   Compute / StoppingCondition / ...         → instance_* / volume_size / max_run, max_wait / ...
-  v3's defaults: ml.m5.xlarge × 1, MaxRuntimeInSeconds 3600, base job name `<image repository>-job`.
+  hyperparameters                           → the same, with hyperparameter_encoding "v3" (v3's argv,
+                                              hyperparameters.json and SM_HP_* / SM_HPS: contract/v3_hyperparameters.py)
+  base_job_name (given, else `<image repository>-job`) → the same with `_` as `-`, as v3 names its jobs
+  v3's defaults: ml.m5.xlarge × 1, MaxRuntimeInSeconds 3600.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..contract.hyperparameters import HyperparameterEncoding
 from ..errors import ErrorItem, ValidationError
 from .error_items import from_pydantic, item, join_path, show
 from .v3_objects import distributed_kind, plain, training_mode
@@ -176,6 +180,18 @@ def _repository(image: Any) -> str:
     return text.rsplit("/", 1)[-1].split("@", 1)[0].split(":", 1)[0] or "training"
 
 
+def base_job_name(data: dict[str, Any]) -> str:
+    """v3's `base_job_name`: as given, else `<image repository>-job` (TrainDefaults.get_base_job_name)."""
+    given = data.get("base_job_name")
+    return given if isinstance(given, str) and given else f"{_repository(data.get('training_image'))}-job"
+
+
+def job_name_base(base: str) -> str:
+    """The base v3 names its jobs from: `_` as `-` (sagemaker.train.utils._get_unique_name); SageMaker's job-name rule
+    applies to what is left."""
+    return base.replace("_", "-")
+
+
 def _source(data: dict[str, Any], args: dict[str, Any]) -> list[ErrorItem]:
     errors = []
     code = _dict(data.get("source_code"))
@@ -331,8 +347,8 @@ def estimator_arguments(data: dict[str, Any]) -> tuple[dict[str, Any], list[Erro
         errors.append(item("training_image", "is required, as in v3's ModelTrainer (it resolves no image from a "
                                              "framework version): give the training image URI, e.g. "
                                              "sagemaker.core.image_uris.retrieve(...)'s, or the smdist image"))
-    args: dict[str, Any] = {"image_uri": image,
-                            "base_job_name": data.get("base_job_name") or f"{_repository(image)}-job"}
+    args: dict[str, Any] = {"image_uri": image, "base_job_name": job_name_base(base_job_name(data)),
+                            "hyperparameter_encoding": HyperparameterEncoding.V3}
     if image is None:
         del args["image_uri"]
     errors += _source(data, args)

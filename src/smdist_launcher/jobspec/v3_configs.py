@@ -125,6 +125,14 @@ class SMP(V3Config):
     random_seed: int | None = Field(default=None, ge=0)
 
 
+def in_smp_order(parameters: dict[str, Any]) -> dict[str, Any]:
+    """SMP parameters in the order v3 dumps an SMP's fields (declared order; others after, by name): v3's
+    `mp_parameters` text."""
+    order = list(SMP.model_fields)
+    return dict(sorted(parameters.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order),
+                                                           kv[0])))
+
+
 class Torchrun(V3Config):
     # `type` tells a mapping's kind (v3's classes are told apart by class name, jobspec/v3_objects.py)
     type: Literal["torchrun"] = "torchrun"

@@ -27,6 +27,9 @@ _RENAMED_V1 = {"train_instance_type": "instance_type", "train_instance_count": "
                "train_max_run": "max_run", "train_use_spot_instances": "use_spot_instances",
                "train_max_wait": "max_wait",
                "train_volume_kms_key": "volume_kms_key", "image_name": "image_uri", "distributions": "distribution"}
+# unknown top-level arguments that are another API's name for an estimator argument (too far off for did-you-mean):
+# an amazon-sagemaker-examples notebook passes env= to an estimator; SDK v2's estimators take environment=
+_OTHER_NAMES = {"env": "environment"}
 _NOT_CONSTRUCTOR = {
     "inputs": "inputs are given to fit(inputs=...), not to the estimator (a job file may have an inputs key)",
     "job_name": "the job name is given to fit(job_name=...) or plan(job_name=...) "
@@ -41,6 +44,8 @@ def _explain_unknown(error: ErrorItem) -> ErrorItem:
         return error
     if error.path in _RENAMED_V1:
         return item(error.path, f"is the SageMaker SDK v1 name; use {_RENAMED_V1[error.path]!r}", error.value)
+    if error.path in _OTHER_NAMES:
+        return item(error.path, f"unknown key; did you mean {_OTHER_NAMES[error.path]!r}?", error.value)
     if error.path in _NOT_CONSTRUCTOR:
         return item(error.path, f"unknown argument: {_NOT_CONSTRUCTOR[error.path]}", error.value)
     return error

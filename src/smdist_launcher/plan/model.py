@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..contract.hyperparameters import HyperparameterEncoding
+
 # One definition of "secret", shared with the runtime (which must not import pydantic).
 from ..contract.secrets import REDACTED, is_secret_key, redact_plan
 
@@ -70,8 +72,12 @@ class LaunchPlan(_Model):
     # Only for jobs given by instance_groups (absent from the rendering otherwise, so older pinned plans still match).
     instance_groups: list[InstanceGroupPlan] | None = None
     hosts: list[HostPlan]
+    # How argv, hyperparameters.json and the hosts' SM_HP_* carry the hyperparameters: SDK v2's toolkit encoding (absent
+    # from the rendering, so pinned plans stay as they were) or SDK v3's (ModelTrainer jobs).
+    hyperparameter_encoding: HyperparameterEncoding = HyperparameterEncoding.V2
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
-    # What /opt/ml/input/config/hyperparameters.json holds: every value JSON-encoded (SageMaker's encoding).
+    # What /opt/ml/input/config/hyperparameters.json holds: every value JSON-encoded (SageMaker's encoding; under v3's,
+    # the script's string values raw).
     sagemaker_hyperparameters: dict[str, str] = Field(default_factory=dict)
     channels: dict[str, Channel] = Field(default_factory=dict)
     environment: dict[str, str] = Field(default_factory=dict)
@@ -103,6 +109,8 @@ class LaunchPlan(_Model):
         data = self.model_dump(mode="json")
         if data.get("instance_groups") is None:
             data.pop("instance_groups", None)
+        if data.get("hyperparameter_encoding") == HyperparameterEncoding.V2.value:
+            data.pop("hyperparameter_encoding")
         if not reveal_secrets:
             data = _redact(data)
         return _sort_dicts(data)

@@ -21,16 +21,21 @@ on its own, with no rank (the toolkit's Process runner outside ``distribution_in
 SMP parameters travel as the ``mp_parameters`` hyperparameter (as the SDK sends them, so scripts also get
 ``--mp_parameters k=v,...``); for SMP v2 the host environment also carries them as ``SM_HP_MP_PARAMETERS`` (JSON),
 which the smp runtime reads.
+
+Hyperparameters reach the script as the job's SDK has them travel (``job.hyperparameter_encoding``,
+plan/hyperparameters.py): SDK v2's toolkit encoding by default; for SDK v3's ModelTrainer, v3's (argv,
+hyperparameters.json, and every host's environment carries v3's ``SM_HP_<KEY>`` / ``SM_HPS``).
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from ..contract.hyperparameters import HyperparameterEncoding
 from ..errors import ErrorItem, ValidationError
 from ..jobspec.resolved import ResolvedJob
 from .framework_hyperparameters import framework_hyperparameters, tensorflow_model_dir
-from .hyperparameters import env_value, json_encode, script_hyperparameters, to_cmd_args
+from .hyperparameters import env_value, file_values, script_args, script_env, script_hyperparameters
 from .model import Channel, HostPlan, HostRole, InstanceGroupPlan, Launcher, LaunchPlan, Master
 from .mpirun import mpi_argv, smddp_argv
 from .network_env import master_env, torchrun_network_env
@@ -48,6 +53,7 @@ SMP_STRATEGIES = frozenset({"smp_v1", "smp_v2"})
 _COPIED_FIELDS = frozenset({
     "job_name", "framework", "strategy", "instance_type", "processes_per_host", "network_interface",
     "entry_point", "source_dir", "max_run", "output_path", "checkpoint_s3_uri", "checkpoint_local_path",
+    "hyperparameter_encoding",
 })
 
 
@@ -61,8 +67,10 @@ class _Layout:
         ranked = [h for group, hosts in self.groups if group.distribution for h in hosts]
         self.hosts = ranked or self.all_hosts   # the strategy's hosts
         self.master = self.hosts[0]
-        self.args = to_cmd_args(script_hps)
+        self.args = script_args(script_hps, job.hyperparameter_encoding)
         self.base_env = {} if job.framework == "tensorflow" else master_env(self.master, job.master_port)
+        # every host's environment; the hyperparameters' variables stay out of base_env, which mpirun passes on by name
+        self.env = {**self.base_env, **script_env(script_hps, job.hyperparameter_encoding)}
 
     def program(self, *, under_mpi: bool = False) -> list[str]:
         return program_argv(self.job.entry_point, self.args, under_mpi=under_mpi)
@@ -77,14 +85,14 @@ def _host(
 
 def _single(lay: _Layout) -> tuple[Launcher, list[HostPlan]]:
     argv = lay.program()
-    return "python", [_host(h, "node", 1, [i], argv, lay.base_env) for i, h in enumerate(lay.hosts)]
+    return "python", [_host(h, "node", 1, [i], argv, lay.env) for i, h in enumerate(lay.hosts)]
 
 
 def _torchrun(lay: _Layout) -> tuple[Launcher, list[HostPlan]]:
     job = lay.job
-    env = {**lay.base_env, **torchrun_network_env(job)}
-    if job.strategy == "smp_v2" and job.mp_parameters:
-        env[MP_PARAMETERS_ENV] = env_value(job.mp_parameters)
+    env = {**lay.env, **torchrun_network_env(job)}
+    if job.strategy == "smp_v2" and job.mp_parameters and job.hyperparameter_encoding is HyperparameterEncoding.V2:
+        env[MP_PARAMETERS_ENV] = env_value(job.mp_parameters)  # v3's is among lay.env's SM_HP_*
     if not is_python_program(job.entry_point):
         raise ValidationError([ErrorItem("entry_point", f"{job.strategy} starts the entry point with torchrun, which "
                                          "runs only python programs (*.py); use a .py entry point or another "
@@ -107,8 +115,8 @@ def _mpirun(lay: _Layout) -> tuple[Launcher, list[HostPlan]]:
     else:
         master_argv = smddp_argv(job, lay.hosts, lay.master, program)
     ppn = job.processes_per_host
-    plans = [_host(lay.master, "mpi_master", ppn, host_ranks(0, ppn), master_argv, lay.base_env)]
-    plans += [_host(h, "mpi_worker", ppn, host_ranks(i, ppn), [], lay.base_env)
+    plans = [_host(lay.master, "mpi_master", ppn, host_ranks(0, ppn), master_argv, lay.env)]
+    plans += [_host(h, "mpi_worker", ppn, host_ranks(i, ppn), [], lay.env)
               for i, h in enumerate(lay.hosts) if i > 0]
     return "mpirun", plans
 
@@ -116,10 +124,10 @@ def _mpirun(lay: _Layout) -> tuple[Launcher, list[HostPlan]]:
 def _parameter_server(lay: _Layout) -> tuple[Launcher, list[HostPlan]]:
     argv = lay.program()
     if len(lay.hosts) == 1:  # the toolkit starts no parameter server for a single host
-        return "parameter_server", [_host(lay.master, "node", 1, [0], argv, lay.base_env)]
+        return "parameter_server", [_host(lay.master, "node", 1, [0], argv, lay.env)]
     cluster = ps_cluster_json(lay.hosts)
     plans = [
-        _host(h, "ps", 1, [i], argv, {**lay.base_env, "TF_CONFIG": ps_worker_tf_config(cluster, i),
+        _host(h, "ps", 1, [i], argv, {**lay.env, "TF_CONFIG": ps_worker_tf_config(cluster, i),
                                             PS_SERVER_TF_CONFIG_ENV: ps_server_tf_config(cluster, i)})
         for i, h in enumerate(lay.hosts)
     ]
@@ -129,7 +137,7 @@ def _parameter_server(lay: _Layout) -> tuple[Launcher, list[HostPlan]]:
 def _multi_worker_mirrored(lay: _Layout) -> tuple[Launcher, list[HostPlan]]:
     argv = lay.program()
     cluster = mwms_cluster_json(lay.hosts)
-    return "python", [_host(h, "node", 1, [i], argv, {**lay.base_env, "TF_CONFIG": mwms_tf_config(cluster, i)})
+    return "python", [_host(h, "node", 1, [i], argv, {**lay.env, "TF_CONFIG": mwms_tf_config(cluster, i)})
                       for i, h in enumerate(lay.hosts)]
 
 
@@ -165,14 +173,15 @@ def _all_hyperparameters(job: ResolvedJob) -> tuple[dict[str, Any], dict[str, st
             for k in clashes
         ])
     everything = {**user, **generated}
-    return script_hyperparameters(everything), json_encode(everything)
+    script = script_hyperparameters(everything)
+    return script, file_values(everything, script, job.hyperparameter_encoding)
 
 
 def _with_other_groups(lay: _Layout, ranked: list[HostPlan]) -> list[HostPlan]:
     """Every host in name order: the strategy's, then the other groups' hosts running the script alone."""
     by_name = {h.name: h for h in ranked}
     argv = lay.program()
-    return [by_name.get(name) or _host(name, "node", 1, [], argv, lay.base_env) for name in lay.all_hosts]
+    return [by_name.get(name) or _host(name, "node", 1, [], argv, lay.env) for name in lay.all_hosts]
 
 
 def _group_plans(lay: _Layout) -> list[InstanceGroupPlan] | None:

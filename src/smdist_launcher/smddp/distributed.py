@@ -3,11 +3,13 @@
 Every call is torch.distributed over the "smddp" backend (gloo for CPU tensors, NCCL and the fast paths for CUDA
 tensors). AWS documents ``group`` as "only WORLD is supported"; here any torch.distributed group works, since the
 calls are torch's. The launcher's environment (torchrun's RANK/..., or mpirun's OMPI_COMM_WORLD_* mapped by
-``smddprun``) says who we are; ``init_process_group()`` takes no arguments, as in SMDDP.
+``smddprun``) says who we are; ``init_process_group()`` ignores its arguments (the backend is always smddp), as in
+SMDDP.
 """
 from __future__ import annotations
 
 import os
+import warnings
 from datetime import timedelta
 from typing import Any
 
@@ -43,13 +45,35 @@ def is_available() -> bool:
     return _td.is_available() and ("WORLD_SIZE" in env or "OMPI_COMM_WORLD_SIZE" in env or "PMI_SIZE" in env)
 
 
-def init_process_group(*args: Any, backend: str | None = None, timeout: timedelta | None = None,
-                       **kwargs: Any) -> None:
-    """Join the job's world over the "smddp" backend. Idempotent, as SMDDP's was."""
+# torch.distributed.init_process_group's parameters a script may pass to the legacy call. AWS's v1 signature is
+# init_process_group(*args, **kwargs) with "Inputs: None": the backend is always smddp and the job's launcher, not
+# the script, decides who is in the world. So ``backend`` (AWS's own tests/data/pytorch_ddp/mnist_pt.py passes
+# backend="nccl"), init_method, store, world_size, rank, group_name, pg_options and device_id are ignored, as SMDDP
+# ignored them; only ``timeout`` (which changes no membership) is passed on to torch.
+_TORCH_PARAMS = ("backend", "init_method", "timeout", "world_size", "rank", "store", "group_name", "pg_options",
+                 "device_id")
+
+
+def _ignored_mismatches(given: dict[str, Any]) -> list[str]:
+    """The ignored rank/world_size values that differ from the job's: the script's idea of its place is wrong."""
+    out = []
+    for name, env_name in (("rank", "RANK"), ("world_size", "WORLD_SIZE")):
+        value = given.get(name)
+        if value is not None and value != -1 and str(value) != os.environ.get(env_name):
+            out.append(f"{name}={value!r} (the job's is {os.environ.get(env_name)})")
+    return out
+
+
+def init_process_group(*args: Any, **kwargs: Any) -> None:
+    """Join the job's world over the "smddp" backend. Idempotent, as SMDDP's was.
+
+    Takes and ignores torch's arguments, as AWS's v1 API did ("Inputs: None"): the backend is always smddp, whatever
+    ``backend`` says, and rank/world size come from the launcher. ``timeout`` is honoured.
+    """
     if _td.is_initialized():
         return
-    if args and backend is None and isinstance(args[0], str):
-        backend, args = args[0], args[1:]
+    # positional ones in torch's order; any others are ignored like the rest
+    given = {**dict(zip(_TORCH_PARAMS, args, strict=False)), **kwargs}
     if "RANK" not in os.environ:  # started by plain mpirun: take the ranks from MPI, as smddprun does
         try:
             os.environ.update(torch_env(os.environ))
@@ -59,9 +83,18 @@ def init_process_group(*args: Any, backend: str | None = None, timeout: timedelt
         raise RuntimeError(
             "smdistributed.dataparallel.torch.distributed.init_process_group: MASTER_PORT is not set; start the "
             "script with torchrun, smddprun (mpirun ... smddprun python train.py) or smdist-train")
-    if timeout is not None:
-        kwargs["timeout"] = timeout
-    _td.init_process_group(backend or BACKEND_NAME, *args, **kwargs)
+    # SMDDP accepted anything here; say so where the script evidently expected an effect (a misspelt keyword, or
+    # a rank/world size that is not the job's), but run on, as SMDDP did
+    unknown = sorted(set(kwargs) - set(_TORCH_PARAMS))
+    mismatches = _ignored_mismatches(given) + [f"{k}=..." for k in unknown] + (
+        [f"{len(args) - len(_TORCH_PARAMS)} extra positional argument(s)"] if len(args) > len(_TORCH_PARAMS) else [])
+    if mismatches:
+        warnings.warn("smdistributed.dataparallel.torch.distributed.init_process_group ignores its arguments, as "
+                      f"SMDDP does; the launcher's values are used, not {', '.join(mismatches)}", stacklevel=2)
+    options: dict[str, Any] = {}
+    if given.get("timeout") is not None:
+        options["timeout"] = given["timeout"]
+    _td.init_process_group(backend=BACKEND_NAME, init_method="env://", **options)
 
 
 def is_initialized() -> bool:

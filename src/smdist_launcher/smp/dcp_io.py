@@ -88,14 +88,25 @@ def save(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike | None 
 
 def async_save(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike | None = None,
                storage_writer: Any = None, planner: Any = None, process_group: Any = None,
-               coordinator_rank: int | None = None, queue: Any = None, **_: Any) -> Future:
-    """Stage to host memory and write in the background; call :func:`maybe_finalize_async_calls` later.
-    ``queue`` (SMP's queue of pending saves) is accepted; this runtime keeps its own list."""
+               coordinator_rank: int | None = None, queue: Any = None, sharded_strategy: Any = None,
+               **_: Any) -> Future:
+    """Stage to host memory and write in the background; finalize with :func:`maybe_finalize_async_calls`, or,
+    when ``queue`` (SMP's ``async_utils.AsyncCallsQueue``) is given, with ``queue.maybe_finalize_async_calls``.
+    A ``sharded_strategy`` (``state_dict_saver.PyTorchDistSaveShardedStrategy``) sets the writer's threads."""
     _group_members(process_group, coordinator_rank)
+    storage = _storage(checkpoint_id, storage_writer, None, write=True)
+    thread_count = getattr(sharded_strategy, "thread_count", None)
+    if thread_count and "checkpoint_id" in storage and "storage_writer" not in storage:
+        storage = {"storage_writer": dcp.FileSystemWriter(storage["checkpoint_id"], thread_count=int(thread_count))}
     # no async_stager: dcp returns a plain Future, not an AsyncSaveResponse
     future = cast(Future, dcp.async_save(state_dict, process_group=_cpu_capable(process_group), planner=planner,
-                                         **_storage(checkpoint_id, storage_writer, None, write=True)))
-    _PENDING.append(future)
+                                         **storage))
+    from .distributed.checkpoint.async_utils import AsyncCallsQueue
+
+    if isinstance(queue, AsyncCallsQueue):
+        queue._track(future)  # the script finalizes through its queue (SMP v2 shared-scripts' checkpoints.py)
+    else:
+        _PENDING.append(future)
     return future
 
 

@@ -50,6 +50,31 @@ def test_file_output_path_in_local_mode(args: dict[str, Any]) -> None:
     assert problems("pytorch", {**args, "instance_type": "local", "output_path": "file:///tmp/out"}) == []
 
 
+@pytest.mark.parametrize("instance_type", ["local", "local_gpu", "local_cpu"])
+@pytest.mark.parametrize("role", ["dummy/unused-role", "SageMakerRole", "arn:aws:iam::111122223333:role/Train",
+                                  "service-role/AmazonSageMaker-ExecutionRole-1"])
+def test_local_mode_takes_any_role_the_sdk_local_session_takes(args: dict[str, Any], instance_type: str,
+                                                               role: str) -> None:
+    # sagemaker v2 Session.expand_role returns a role containing "/" unchanged (LocalSession inherits it, and its
+    # local client ignores RoleArn): AWS's toolkit and DLC local tests pass role="dummy/unused-role"
+    assert problems("pytorch", {**args, "instance_type": instance_type, "instance_count": 1, "role": role}) == []
+
+
+@pytest.mark.parametrize("role", ["dummy/unused-role", "service-role/AmazonSageMaker-ExecutionRole-1", "a b"])
+def test_cloud_jobs_refuse_a_role_create_training_job_refuses(args: dict[str, Any], role: str) -> None:
+    # the SDK would pass "dummy/unused-role" unchanged and CreateTrainingJob's RoleArn takes only an ARN
+    assert problems("pytorch", {**args, "role": role}) == ["role"]
+    groups = [{"instance_group_name": "a", "instance_type": "ml.p4d.24xlarge", "instance_count": 1}]
+    assert problems("pytorch", {**args, "instance_type": None, "instance_count": None, "instance_groups": groups,
+                                "role": role}) == ["role"]
+
+
+def test_local_mode_still_refuses_what_the_sdk_cannot_expand(args: dict[str, Any]) -> None:
+    # no "/": the SDK asks IAM for the name, and "a b" is no IAM role name
+    errs = messages("pytorch", {**args, "instance_type": "local", "instance_count": 1, "role": "a b"})
+    assert "any value containing '/'" in errs["role"]
+
+
 def test_vpc_needs_both(args: dict[str, Any]) -> None:
     assert problems("pytorch", {**args, "subnets": ["subnet-1"]}) == ["security_group_ids"]
     assert problems("pytorch", {**args, "security_group_ids": ["sg-1"]}) == ["subnets"]

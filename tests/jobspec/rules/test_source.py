@@ -44,3 +44,30 @@ def test_multi_process_launchers_need_python(args: dict[str, Any]) -> None:
     assert problems("pytorch", args) == []   # single process: a shell script is fine
     args["distribution"] = {"torch_distributed": {"enabled": True}}
     assert problems("pytorch", args) == ["entry_point"]
+
+
+MPI_DISTRIBUTIONS = {
+    "mpi": {"mpi": {"enabled": True}},
+    "pytorchddp": {"pytorchddp": {"enabled": True}},
+    "smddp": {"smdistributed": {"dataparallel": {"enabled": True}}},
+    "smp_v1": {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"partitions": 2}}},
+               "mpi": {"enabled": True, "processes_per_host": 8}},
+}
+
+
+def test_mpirun_launchers_run_a_shell_entry_point_as_the_toolkit_does(args: dict[str, Any]) -> None:
+    """The toolkit's MPI and SMDataParallel runners start any entry point (`/bin/sh -c "./run.sh ..."`)."""
+    args["entry_point"] = "run.sh"
+    for name, distribution in MPI_DISTRIBUTIONS.items():
+        assert problems("pytorch", {**args, "distribution": distribution}) == [], name
+
+
+def test_torchrun_launchers_keep_refusing_other_entry_points(args: dict[str, Any]) -> None:
+    """torchrun runs Python programs only (the toolkit: "Unsupported entry point type")."""
+    args["entry_point"] = "run.sh"
+    smp_v2 = {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"hybrid_shard_degree": 2}}},
+              "torch_distributed": {"enabled": True}}
+    for strategy, distribution in (("torch_distributed", {"torch_distributed": {"enabled": True}}),
+                                   ("smp_v2", smp_v2)):
+        errs = messages("pytorch", {**args, "distribution": distribution})
+        assert errs == {"entry_point": f"{strategy} runs Python scripts only (*.py)"}, strategy

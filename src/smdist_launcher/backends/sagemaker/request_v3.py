@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from ...contract.v3_hyperparameters import safe_serialize
 from ...errors import ErrorItem, ValidationError
 from ...jobspec.error_items import item
 from ...jobspec.rules.arguments import region_problem
-from ...jobspec.v3_configs import SMP
+from ...jobspec.v3_configs import in_smp_order
 from .locations import default_bucket
 from .request import build_request, redact, role_at_submit, target_for
 
@@ -47,17 +48,14 @@ _NOT_IN_V3 = {
 
 def serialize_hyperparameter(value: Any) -> str:
     """v3's rule: strings as they are (v2 sent `"\\"sgd\\""`), anything else as JSON."""
-    return value if isinstance(value, str) else json.dumps(value)
+    return safe_serialize(value)
 
 
 def v3_hyperparameters(plan: LaunchPlan, args: EstimatorArgs) -> dict[str, str]:
     out = {k: serialize_hyperparameter(v) for k, v in (args.hyperparameters or {}).items()}
     if plan.strategy == "smp_v2" and args.distribution is not None:
         given = args.distribution.normalized().get("smdistributed", {}).get("modelparallel", {})
-        params = given.get("parameters") or {}
-        order = list(SMP.model_fields)  # v3 dumps its SMP fields in their declared order
-        out[MP_PARAMETERS] = json.dumps(dict(sorted(params.items(), key=lambda kv: (
-            order.index(kv[0]) if kv[0] in order else len(order), kv[0]))))
+        out[MP_PARAMETERS] = json.dumps(in_smp_order(given.get("parameters") or {}))
     return out
 
 

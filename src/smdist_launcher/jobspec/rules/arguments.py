@@ -18,7 +18,9 @@ from .context import RuleContext
 _JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REGION = re.compile(r"[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d{1,2}")
-_ROLE = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}|[\w+=,.@-]{1,64}")
+# CreateTrainingJob's RoleArn is an ARN; the SDK expands a bare IAM role name to one (Session.expand_role).
+_ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}")
+_ROLE_NAME = re.compile(r"[\w+=,.@-]{1,64}")
 _S3 = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?")
 DEFAULT_MAX_RUN = 86400
 # CreateTrainingJob's limits (its service model: HyperParameters, TrainingEnvironmentMap). Local runs keep them too:
@@ -189,8 +191,35 @@ def _names(ctx: RuleContext) -> Iterator[ErrorItem]:
     region = region_problem(args.region) if args.region is not None else None
     if region:
         yield item("region", region, args.region)
-    if args.role is not None and not _ROLE.fullmatch(args.role):
-        yield item("role", "must be an IAM role ARN (arn:aws:iam::<account>:role/<name>) or a role name", args.role)
+    if args.role is not None:
+        problem = role_problem(args.role, local=_all_hosts_local(args))
+        if problem:
+            yield item("role", problem, args.role)
+
+
+def role_problem(role: str, local: bool) -> str | None:
+    """What is wrong with `role` as the job's execution role (None: nothing).
+
+    SageMaker SDK v2's Session.expand_role returns any role containing "/" unchanged and looks a bare name up in IAM;
+    LocalSession inherits it and its local client never reads the RoleArn. So in local mode anything with a "/"
+    passes, as AWS's own toolkit and DLC local tests pass ``role="dummy/unused-role"``. A cloud job sends the role
+    to CreateTrainingJob, which takes only an IAM role ARN: there a role must be an ARN or a name IAM can expand.
+    """
+    if _ROLE_ARN.fullmatch(role) or _ROLE_NAME.fullmatch(role):
+        return None
+    if local and "/" in role:
+        return None
+    if local:
+        return ("must be an IAM role ARN (arn:aws:iam::<account>:role/<name>), a role name, or in local mode any "
+                "value containing '/' (e.g. 'dummy/unused-role'), as the SageMaker SDK's local mode accepts")
+    return "must be an IAM role ARN (arn:aws:iam::<account>:role/<name>) or a role name"
+
+
+def _all_hosts_local(args: Any) -> bool:
+    """True when every host's instance type is a local one (the SDK picks LocalSession for those); an unknown type
+    (absent or dropped as invalid) counts as local, so a broken instance_type does not add a role error."""
+    types = [args.instance_type] if args.instance_type else [g.instance_type for g in args.instance_groups or []]
+    return all(is_local(t) for t in types if t)
 
 
 def _pairs(ctx: RuleContext) -> Iterator[ErrorItem]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+from ...contract.entry_point import entry_point_type
 from ...errors import ErrorItem
 from ..error_items import item
-from ..strategy import MULTI_PROCESS
+from ..strategy import TORCHRUN_LAUNCHED
 from .context import RuleContext
 
 
@@ -40,7 +41,7 @@ def check(ctx: RuleContext) -> Iterator[ErrorItem]:
     if "\x00" in entry or (ctx.args.source_dir and "\x00" in ctx.args.source_dir):
         yield item("entry_point", "must not contain NUL characters", entry)
         return
-    if ctx.launch.strategy in MULTI_PROCESS and not entry.endswith(".py"):
+    if ctx.launch.strategy in TORCHRUN_LAUNCHED and not entry_point_type(entry).is_python:
         yield item("entry_point", f"{ctx.launch.strategy} runs Python scripts only (*.py)", entry)
     if ctx.check_source:
         try:
