@@ -75,3 +75,18 @@ def test_only_the_timeout_reaches_torch(monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.warns(UserWarning, match=r"ignores its arguments.*not timout=\.\.\."):  # ignored, as in SMDDP
         legacy.init_process_group(timout=5)
     assert calls[-1] == ((), {"backend": "smddp", "init_method": "env://"})
+
+
+def test_a_timeout_torch_cannot_take_is_ignored_as_smddp_did(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SMDDP ignored every argument; torch raises on a timeout that is not a timedelta (`timeout=1800`)."""
+    calls: list[tuple[tuple, dict]] = []
+    monkeypatch.setattr(legacy._td, "is_initialized", lambda: False)
+    monkeypatch.setattr(legacy._td, "init_process_group", lambda *a, **k: calls.append((a, k)))
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    with pytest.warns(UserWarning, match=r"not timeout=1800 \(not a datetime.timedelta\)"):
+        legacy.init_process_group(timeout=1800)
+    with pytest.warns(UserWarning, match="timeout='30'"):
+        legacy.init_process_group("nccl", None, "30")
+    assert calls == [((), {"backend": "smddp", "init_method": "env://"})] * 2

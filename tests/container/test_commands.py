@@ -1,6 +1,10 @@
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 from smdist_launcher.container.commands import (
+    SHELL_RANK_IN_CODE_DIR,
     TORCHRUN_AGENT_MODULE,
     host_option_indexes,
     is_mpirun,
@@ -43,8 +47,30 @@ def test_mpirun_local_leaves_a_shell_programs_arguments_alone():
     """A shell entry point has no interpreter token: a hyperparameter value "python" after /bin/sh is the script's."""
     argv = ["mpirun", "-np", "2", "-x", "PATH", "/bin/sh", "-c", 'exec "$0" "$@"', "./run.sh", "--lang", "python"]
     out = mpirun_local(argv, agent=True)
-    assert out[out.index("/bin/sh"):] == argv[5:]
+    assert out[out.index("/bin/sh"):] == ["/bin/sh", "-c", SHELL_RANK_IN_CODE_DIR, *argv[8:]]
     assert sys.executable not in out[out.index("/bin/sh"):]
+    # a user's value that reads like the program is the script's
+    python = ["mpirun", "-np", "2", "python", "t.py", "-b", "/bin/sh", "-c", 'exec "$0" "$@"']
+    assert mpirun_local(python, agent=True)[-5:] == python[-5:]
+
+
+def test_a_shell_rank_runs_its_own_hosts_copy_in_its_own_code_dir(tmp_path: Path) -> None:
+    """mpirun starts every rank in the master's code dir: a shell rank of another host moves to its host's first
+    (as a Python rank does), so `./run.sh` is that host's file and what it writes lands in that host's tree."""
+    master, mine = tmp_path / "algo-1" / "code", tmp_path / "algo-2" / "code"
+    for code in (master, mine):
+        code.mkdir(parents=True)
+        (code / "run.sh").write_text('#!/bin/sh\necho "$PWD" > here.txt\nprintf "%s|" "$@"\n')
+        (code / "run.sh").chmod(0o755)
+    argv = mpirun_local(["mpirun", "/bin/sh", "-c", 'exec "$0" "$@"', "./run.sh", "a b", "--x", "$(id)"], agent=True)
+    program = argv[argv.index("/bin/sh"):]
+    done = subprocess.run(program, cwd=master, env={**os.environ, "SMDIST_RANK_CWD": str(mine)},
+                          capture_output=True, text=True, check=True)
+    assert done.stdout == "a b|--x|$(id)|"
+    assert (mine / "here.txt").read_text().strip() == str(mine) and not (master / "here.txt").exists()
+    # no (or a missing) code dir of its own: it stays where mpirun started it, as before
+    subprocess.run(program, cwd=master, env={**os.environ, "SMDIST_RANK_CWD": str(tmp_path / "gone")}, check=True)
+    assert (master / "here.txt").read_text().strip() == str(master)
 
 
 def test_every_python_rank_runs_through_the_rank_entry():

@@ -84,3 +84,16 @@ def test_host_files_hold_the_marker(tmp_path: Path) -> None:
     for f in (paths.plan_file, paths.hyperparameters_file):
         assert SECRET not in f.read_text(), f
     assert json.loads(json.loads(paths.hyperparameters_file.read_text())["api_key"]) == REDACTED
+
+
+@pytest.mark.parametrize("argv", [
+    # SDK v3 keeps the user's order; v2 sorts (a_note before hub_token): a value that reads like the secret's flag
+    ["python", "train.py", "--note", "--hub_token", "--hub_token", SECRET, "--lr", "0.1"],
+    ["python", "train.py", "--a_note", "--hub_token", "--hub_token", SECRET, "-x", "--hub_token"],
+])
+def test_a_value_that_reads_like_a_secret_flag_neither_shows_nor_takes_the_secret(argv: list[str]) -> None:
+    keys = ["note", "a_note", "hub_token", "lr", "x"]
+    shown = redact_argv(argv, keys)
+    assert SECRET not in shown  # before: the flag-like value was redacted and the secret after it shown
+    assert shown[3] == "--hub_token" and shown[5] == REDACTED
+    assert restore_argv(shown, {"hub_token": SECRET}) == argv  # before: the script got the secret for --note

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -161,6 +163,16 @@ def test_other_entry_points_on_a_host_of_their_own_are_unchanged(make_job: Calla
         "/bin/sh", "run.sh", "--epochs", "2", "--lr", "0.1"]
     assert build_plan(make_job(strategy="single", entry_point="train")).hosts[0].argv == [
         "./train", "--epochs", "2", "--lr", "0.1"]
+
+
+def test_a_shell_entry_point_named_like_an_option_is_not_read_as_one(make_job: Callable[..., ResolvedJob],
+                                                                    tmp_path: Path) -> None:
+    """`/bin/sh -x.sh` fails with "Illegal option -." (the toolkit runs `./-x.sh`): the name goes as a path."""
+    argv = build_plan(make_job(strategy="single", entry_point="-x.sh")).hosts[0].argv
+    assert argv == ["/bin/sh", "./-x.sh", "--epochs", "2", "--lr", "0.1"]
+    (tmp_path / "-x.sh").write_text('printf "%s|" "$@"\n')
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, "--epochs|2|--lr|0.1|"), done.stderr
 
 
 def test_local_runs_name_no_efa_provider(make_job: Callable[..., ResolvedJob]) -> None:

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from smdist_launcher.contract.hyperparameters import HyperparameterEncoding
 from smdist_launcher.contract.secrets import REDACTED
 from smdist_launcher.jobspec.resolved import ResolvedJob
@@ -84,7 +86,9 @@ def test_v2_plans_render_as_before(make_job: Callable[..., ResolvedJob]) -> None
 def test_secret_hyperparameters_stay_out_of_the_rendered_environment(make_job: Callable[..., ResolvedJob]) -> None:
     plan = build_plan(make_job(hyperparameters={"hub_token": "s3cr3t", "lr": 0.1}, hyperparameter_encoding=V3))
     env = plan.to_dict()["hosts"][0]["env"]
-    assert env["SM_HPS"] == REDACTED and env["SM_HP_HUB_TOKEN"] == REDACTED and env["SM_HP_LR"] == "0.1"
+    # SM_HPS keeps its order and other values: the runtime puts the secret back from hyperparameters.json
+    assert env["SM_HPS"] == f'{{"hub_token": "{REDACTED}", "lr": 0.1}}'
+    assert env["SM_HP_HUB_TOKEN"] == REDACTED and env["SM_HP_LR"] == "0.1"
     assert "s3cr3t" not in plan.to_json()
     assert json.loads(plan.hosts[0].env["SM_HPS"]) == {"hub_token": "s3cr3t", "lr": 0.1}  # the runtime's, unredacted
 
@@ -111,7 +115,8 @@ print(json.dumps({"sent": sent, "env": env, "args": hyperparameters_to_cli_args(
 # values whose text or type changes on the way (JSON-looking strings, unicode, null, key order, `-` in keys)
 TRICKY = {"epochs": 2, "learning-rate": 1e-05, "x": "1", "quoted": '"q"', "as_list": "[1, 2]", "flag": "true",
           "name": "héllo ✓", "none": None, "empty": "", "nested": {"b": [1, {"z": 1, "a": "é"}], "a": False},
-          **EXPECTED}
+          # names a shell refuses in sm_training.env's `export` lines: no SM_HP_* variable (SM_HPS and argv have them)
+          "a.b": 1, "clé": 2, **EXPECTED}
 
 
 def test_the_official_v3_drivers_make_the_same(make_job: Callable[..., ResolvedJob], sdk_v3_python: Path,
@@ -127,3 +132,57 @@ def test_the_official_v3_drivers_make_the_same(make_job: Callable[..., ResolvedJ
     assert {k: v for k, v in host.env.items() if k.startswith("SM_HP")} == theirs["env"]
     assert {k: v for k, v in plan.sagemaker_hyperparameters.items() if not k.startswith("sagemaker_")} == \
         theirs["sent"]
+
+
+# Secret values of every JSON type: the rendered plan holds them redacted, the host runtime puts them back from
+# hyperparameters.json (merged from its environment in local mode); a v3 script must get v3's argument text
+SECRETS = {"hub_token": True, "api_token": {"a": 1, "b": [1, "x"]}, "db_password": "NaN", "my_secret": None,
+           "access_key": ["x", "y"], "auth_token": "true", "lr": 0.1}
+
+
+def _host_runtime(plan: LaunchPlan, tmp_path: Path) -> Any:
+    from smdist_launcher.container.runtime import HostRuntime
+    from smdist_launcher.contract import write_host_config
+    from smdist_launcher.contract.secrets import SECRET_HPS_ENV, encode_secret_env
+
+    rendered = plan.to_dict()  # what the job folder holds: secrets redacted
+    paths = write_host_config(tmp_path / "algo-1", rendered, "algo-1")
+    (tmp_path / "plan.json").write_text(json.dumps(rendered))
+    secrets = encode_secret_env(plan.sagemaker_hyperparameters)
+    runtime = HostRuntime(paths.root, plan_path=tmp_path / "plan.json", host="algo-1", install=False,
+                          environ={SECRET_HPS_ENV: secrets})
+    runtime._merge_secret_hyperparameters()
+    return runtime
+
+
+@pytest.mark.parametrize("encoding", list(HyperparameterEncoding))
+def test_the_runtime_restores_secret_arguments_in_the_jobs_encoding(make_job: Callable[..., ResolvedJob],
+                                                                     tmp_path: Path,
+                                                                     encoding: HyperparameterEncoding) -> None:
+    plan = build_plan(make_job(strategy="single", instance_count=1, processes_per_host=1, hyperparameters=SECRETS,
+                               hyperparameter_encoding=encoding))
+    runtime = _host_runtime(plan, tmp_path)
+    shown = runtime.host_plan["argv"]
+    assert shown.count(REDACTED) == 6
+    assert runtime._with_secrets(shown) == plan.hosts[0].argv
+    if encoding is V3:  # v3's drivers: JSON text (before: the toolkit's `True`, `a=1,b=[1, 'x']`, `nan`, "")
+        assert plan.hosts[0].argv[2:14] == ["--hub_token", "true", "--api_token", '{"a": 1, "b": [1, "x"]}',
+                                            "--db_password", "NaN", "--my_secret", "null", "--access_key",
+                                            '["x", "y"]', "--auth_token", "true"]
+
+
+def test_the_runtime_gives_v3s_variables_on_any_backend(make_job: Callable[..., ResolvedJob], tmp_path: Path) -> None:
+    """The host's environment as the runtime makes it from the rendered plan and hyperparameters.json only (Slurm
+    and Kubernetes pass no SM_HPS of their own): v3's SM_HP_* and SM_HPS, secrets included, none of the toolkit's
+    (`SM_HP_LEARNING-RATE`; `SM_HP_A=B`, a name no process can be given)."""
+    from smdist_launcher.container.process_environment import process_env
+
+    hps = {**SECRETS, "learning-rate": [1, 2], "a=b": 1, "x": "a b"}
+    plan = build_plan(make_job(strategy="single", instance_count=1, processes_per_host=1, hyperparameters=hps,
+                               hyperparameter_encoding=V3))
+    runtime = _host_runtime(plan, tmp_path)
+    env = process_env(runtime.paths, runtime.plan, runtime.host_plan, runtime.environ, {})
+    planned = {k: v for k, v in plan.hosts[0].env.items() if k.startswith("SM_HP")}
+    assert {k: v for k, v in env.items() if k.startswith("SM_HP")} == planned
+    assert list(json.loads(env["SM_HPS"])) == list(hps) and json.loads(env["SM_HPS"])["hub_token"] is True
+    assert "SM_HP_A=B" not in planned and planned["SM_HP_LEARNING_RATE"] == "[1, 2]"

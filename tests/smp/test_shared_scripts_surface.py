@@ -140,6 +140,34 @@ def test_a_failed_background_call_is_raised_at_finalize_and_leaves_the_queue() -
         queue.schedule_async_request(AsyncRequest(lambda: None, (), []))
 
 
+def test_two_threads_finalizing_take_each_call_once_and_in_order() -> None:
+    queue = AsyncCallsQueue()
+    gate = threading.Event()
+    finalized: list[int] = []
+    for i in range(3):
+        queue.schedule_async_request(AsyncRequest(gate.wait, (10,), [lambda i=i: finalized.append(i)]))
+    errors: list[BaseException] = []
+    results: list[list[int]] = []
+
+    def finalize() -> None:
+        try:
+            results.append(queue.maybe_finalize_async_calls(blocking=True))
+        except Exception as exc:  # noqa: BLE001 - before: IndexError (pop from an empty deque) in one or both
+            errors.append(exc)
+
+    threads = [threading.Thread(target=finalize) for _ in range(2)]
+    for t in threads:
+        t.start()
+        time.sleep(0.2)  # both are in maybe_finalize_async_calls while the calls still run
+    gate.set()
+    for t in threads:
+        t.join(10)
+    assert errors == [] and finalized == [0, 1, 2]
+    assert sorted(results) == [[], [0, 1, 2]]
+    queue.close()
+    queue.close()  # twice: nothing left to do
+
+
 def test_a_frozen_request_keeps_its_own_finalizers() -> None:
     shared: list = []
     request = AsyncRequest(None, (), shared)

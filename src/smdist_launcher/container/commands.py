@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..contract.entry_point import SHELL
+from ..contract.entry_point import EXEC_ENTRY_POINT, SHELL
 
 PYTHON_NAMES = ("python", "python3")
 TORCHRUN_AGENT_MODULE = "smdist_launcher.container.torchrun_agent"  # torchrun whose store outlives every agent
@@ -56,6 +56,13 @@ def _has_mca(argv: list[str], name: str) -> bool:
     return any(argv[i] in ("-mca", "--mca") and argv[i + 1] == name for i in range(len(argv) - 1))
 
 
+# A shell entry point's ranks, like Python ones (compat rank_cwd.py), move to their own host's code dir first: mpirun
+# starts every rank in its own cwd, the master's code dir, where `./train.sh` would run the master's copy and write
+# the master's files. On SageMaker (and any host whose tree is /opt/ml) both are /opt/ml/code: nothing changes.
+RANK_CWD_ENV = "SMDIST_RANK_CWD"  # the rank's host's code dir (process_environment.py)
+SHELL_RANK_IN_CODE_DIR = f'cd -- "${{{RANK_CWD_ENV}:-.}}" 2>/dev/null; {EXEC_ENTRY_POINT}'
+
+
 def mpirun_local(argv: list[str], *, agent: bool | str) -> list[str]:
     """mpirun for this machine: tagged output, our interpreter for the ranks, and a remote-start agent: True = our
     rsh agent (local mode), a string = that command (ssh with the job's options, container/multihost.py)."""
@@ -85,11 +92,14 @@ def mpirun_local(argv: list[str], *, agent: bool | str) -> list[str]:
     # The first `python` is the ranks' interpreter. A shell program (plan/program.py) has none: what follows /bin/sh
     # is the entry point and its arguments, and a hyperparameter value "python" must reach it unchanged.
     program = False
-    for token in rest:
+    for i, token in enumerate(rest):
         if not program and token in PYTHON_NAMES:
             token, program = sys.executable, True
-        elif token == SHELL:
+        elif not program and token == SHELL:
             program = True
+            if rest[i + 1:i + 3] == ["-c", EXEC_ENTRY_POINT]:
+                out += [SHELL, "-c", SHELL_RANK_IN_CODE_DIR, *rest[i + 3:]]
+                break
         out.append(token)
     return out
 

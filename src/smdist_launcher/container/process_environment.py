@@ -15,9 +15,11 @@ from ..contract import (
     read_hyperparameters_raw,
     read_input_data_config,
     read_resource_config,
+    v3_hyperparameters as v3,
 )
+from ..contract.hyperparameters import HyperparameterEncoding
 from ..contract.layout import DEFAULT_ROOT
-from ..contract.secrets import REDACTED, redact_argv, redact_mapping
+from ..contract.secrets import REDACTED, redact_argv, redact_mapping, secret_hyperparameters
 from .addressing import map_env_value
 from .log_lines import TORCHRUN_PREFIX_TEMPLATE
 
@@ -55,6 +57,30 @@ def plan_env(plan: dict[str, Any], host_plan: dict[str, Any], environ: dict[str,
     return out
 
 
+def _is_hyperparameter_variable(name: str) -> bool:
+    return name == v3.HPS_ENV or name.startswith(v3.HP_ENV_PREFIX)
+
+
+def v3_hyperparameter_env(env: dict[str, str], toolkit: dict[str, str], planned: dict[str, str],
+                          hyperparameters_raw: dict[str, str]) -> dict[str, str]:
+    """SDK v3's jobs: SM_HP_* and SM_HPS are v3's, as the plan gives them (in the user's order), not the toolkit's
+    (`SM_HP_LEARNING-RATE`, `SM_HP_A=B`, compact JSON): v3's container sets none of those. A secret hyperparameter's
+    value, redacted in the plan (contract/secrets.py), comes from hyperparameters.json, where SageMaker wrote it or
+    the runtime merged it, whatever backend passed the plan on."""
+    out = {k: v for k, v in env.items() if not (_is_hyperparameter_variable(k) and k in toolkit and k not in planned)}
+    secrets = v3.decode(secret_hyperparameters(hyperparameters_raw))
+    if not secrets:
+        return out
+    out.update({k: v for k, v in v3.env_vars(secrets).items() if k != v3.HPS_ENV})
+    try:
+        hps = json.loads(out.get(v3.HPS_ENV) or "")
+    except ValueError:
+        return out
+    if isinstance(hps, dict):
+        out[v3.HPS_ENV] = v3.safe_serialize({k: secrets.get(k, v) for k, v in hps.items()})
+    return out
+
+
 def seen_path(path: str, paths: MLPaths, seen: MLPaths) -> str:
     """`path` (a folder of the host's tree as the runtime reaches it) as the user's processes see it."""
     try:
@@ -74,8 +100,9 @@ def process_env(paths: MLPaths, plan: dict[str, Any], host_plan: dict[str, Any],
     seen = seen or paths
     resource_config = read_resource_config(paths.resource_config_file)
     resource_config.setdefault("current_host", host_plan["name"])
+    hyperparameters_raw = read_hyperparameters_raw(paths.hyperparameters_file)
     sm = build_training_env(
-        seen, resource_config, read_hyperparameters_raw(paths.hyperparameters_file),
+        seen, resource_config, hyperparameters_raw,
         read_input_data_config(paths.input_data_config_file),
         num_gpus=count_gpus(environ), num_cpus=int(environ.get("SMDIST_NUM_CPUS") or os.cpu_count() or 1),
         framework_module=environ.get("SAGEMAKER_TRAINING_MODULE"), job_name=plan.get("job_name"),
@@ -85,6 +112,8 @@ def process_env(paths: MLPaths, plan: dict[str, Any], host_plan: dict[str, Any],
     controlled = {"MASTER_ADDR": str(master.get("host", "")), "MASTER_PORT": str(master.get("port", "")),
                   **plan_env(plan, host_plan, environ)}
     env = {**environ, **sm, **{k: map_env_value(k, v, host_map) for k, v in controlled.items()}}
+    if plan.get("hyperparameter_encoding") == HyperparameterEncoding.V3.value:
+        env = v3_hyperparameter_env(env, sm, controlled, hyperparameters_raw)
     iface = plan.get("network_interface") or resource_config.get("network_interface_name") or "eth0"
     env.setdefault("NCCL_SOCKET_IFNAME", iface)
     if host_map:

@@ -16,8 +16,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ..contract import MLPaths, decode_hyperparameters, read_hyperparameters_raw, read_resource_config, write_json
-from ..contract.hyperparameters import to_cmd_args
+from ..contract import (
+    MLPaths,
+    decode_hyperparameters,
+    read_hyperparameters_raw,
+    read_resource_config,
+    v3_hyperparameters as v3,
+    write_json,
+)
+from ..contract.hyperparameters import HyperparameterEncoding, to_cmd_args
 from ..contract.secrets import (
     SECRET_HPS_ENV,
     decode_secret_env,
@@ -206,10 +213,13 @@ class HostRuntime:
         return [*raw, *(self.plan.get("hyperparameters") or {}), *(self.plan.get("sagemaker_hyperparameters") or {})]
 
     def _with_secrets(self, argv: list[str]) -> list[str]:
-        """The plan's argv holds REDACTED after each secret flag: the values come from hyperparameters.json."""
-        raw = read_hyperparameters_raw(self.paths.hyperparameters_file)
-        secret = decode_hyperparameters(secret_hyperparameters(raw))
-        args = {k: to_cmd_args({k: v})[1] for k, v in secret.items()}
+        """The plan's argv holds REDACTED after each secret flag: the values come from hyperparameters.json, as
+        the job's encoding makes the argument (v2: the toolkit's str(); v3: its drivers' JSON: `true`, `null`)."""
+        raw = secret_hyperparameters(read_hyperparameters_raw(self.paths.hyperparameters_file))
+        if self.plan.get("hyperparameter_encoding") == HyperparameterEncoding.V3.value:
+            args = {k: v3.cli_args(v3.decode({k: v}))[1] for k, v in raw.items()}
+        else:
+            args = {k: to_cmd_args({k: v})[1] for k, v in decode_hyperparameters(raw).items()}
         return restore_argv(argv, args) if args else argv
 
     def shown(self, argv: list[str]) -> list[str]:

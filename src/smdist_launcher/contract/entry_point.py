@@ -9,6 +9,10 @@ from __future__ import annotations
 from enum import Enum
 
 SHELL = "/bin/sh"  # the toolkit runs every COMMAND entry point through it
+# The toolkit's MPI ranks run `/bin/sh -c "./train.sh <shlex-quoted args>"`. Here the command string is this constant
+# and the entry point and its arguments follow it as "$0" and "$@": a shell never parses a user value, and each
+# argument stays one token (secret restoring and host-name mapping work on tokens, as for Python programs).
+EXEC_ENTRY_POINT = 'exec "$0" "$@"'
 
 
 class EntryPointType(Enum):

@@ -53,19 +53,36 @@ def _flag(key: str) -> str:
     return f"-{key}" if len(key) == 1 else f"--{key}"  # the toolkit's to_cmd_args spelling
 
 
+def _flags(key: str) -> set[str]:
+    """Both spellings of a key's flag: the toolkit's and SDK v3's (``--<key>`` even for one character)."""
+    return {_flag(key), f"--{key}"}
+
+
 def redact_argv(argv: Iterable[str], keys: Iterable[str]) -> list[str]:
-    """argv with the value token after ``--<key>`` replaced by REDACTED, for each secret key in ``keys``."""
-    flags = {_flag(str(k)) for k in keys if is_secret_key(str(k))}
+    """argv with the value token after ``--<key>`` replaced by REDACTED, for each secret key in ``keys``.
+
+    Read left to right as the script's parser reads its arguments: the flag of any key in ``keys`` takes the next
+    token as its value, and that value is no flag itself. So a value that reads like a secret flag (``--note
+    --hub_token --hub_token s3cr3t``) neither takes the redaction in place of the real value (which would leave
+    the secret shown) nor is restored as the secret."""
+    names = [str(k) for k in keys]
+    secret = {f for k in names if is_secret_key(k) for f in _flags(k)}
+    flags = {f for k in names for f in _flags(k)}
     out = list(argv)
-    for i in range(1, len(out)):
-        if out[i - 1] in flags:
-            out[i] = REDACTED
+    i = 0
+    while i < len(out) - 1:
+        if out[i] in flags:
+            if out[i] in secret:
+                out[i + 1] = REDACTED
+            i += 2
+        else:
+            i += 1
     return out
 
 
 def restore_argv(argv: Iterable[str], values: Mapping[str, str]) -> list[str]:
     """argv with each REDACTED token after ``--<key>`` replaced by ``values[key]`` (the script's argument text)."""
-    by_flag = {_flag(k): v for k, v in values.items()}
+    by_flag = {f: v for k, v in values.items() for f in _flags(k)}
     out = list(argv)
     for i in range(1, len(out)):
         if out[i] == REDACTED and out[i - 1] in by_flag:
@@ -131,18 +148,24 @@ _HPS_ENV = "SM_HPS"
 
 
 def _redact_host_env(env: Mapping[str, Any]) -> dict[str, Any]:
-    """A host's environment: secret variables redacted, and SM_HPS whole when it holds a secret hyperparameter (the
-    runtime then takes the real one from its own environment, like any redacted variable)."""
+    """A host's environment: secret variables redacted, and in SM_HPS the secret hyperparameters' values (the object's
+    order kept: the runtime puts the real values back from hyperparameters.json, on any backend)."""
     out = redact_mapping(env)
     hps = out.get(_HPS_ENV)
-    if isinstance(hps, str) and _holds_secret(hps):
-        out[_HPS_ENV] = REDACTED
+    if isinstance(hps, str) and hps != REDACTED:
+        out[_HPS_ENV] = redact_hps_env(hps)
     return out
 
 
-def _holds_secret(text: str) -> bool:
+def redact_hps_env(text: str) -> str:
+    """SM_HPS with each secret member's value REDACTED; unchanged when it holds none; REDACTED whole when it is not
+    a JSON object (not what the planner writes: shown as nothing rather than guessed at)."""
     try:
         data = json.loads(text)
     except ValueError:
-        return True  # not what the planner writes: shown as nothing rather than guessed at
-    return not isinstance(data, dict) or any(is_secret_key(str(k)) for k in data)
+        return REDACTED
+    if not isinstance(data, dict):
+        return REDACTED
+    if not any(is_secret_key(str(k)) for k in data):
+        return text
+    return json.dumps(redact_mapping(data))

@@ -15,6 +15,7 @@ sorted, dicts as `k=v,...`; contract/hyperparameters.py).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,12 +61,20 @@ def cli_args(decoded: Mapping[str, Any]) -> list[str]:
     return args
 
 
+# What a shell's `export NAME=...` takes as NAME (ASCII): sm_training.env is sourced by a shell, which refuses the
+# line of any other name, so the script never sees that variable (`a.b`, `é`, `a b`, `a=b`: a name with `=` could not
+# even be passed to a process).
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def env_name(key: str) -> str:
     return HP_ENV_PREFIX + key.replace("-", "_").upper()
 
 
 def env_vars(decoded: Mapping[str, Any]) -> dict[str, str]:
-    """`SM_HP_<KEY>` for each hyperparameter and `SM_HPS`, as the script reads them from sm_training.env."""
-    out = {env_name(key): safe_serialize(value) for key, value in decoded.items()}
+    """`SM_HP_<KEY>` for each hyperparameter whose name a shell takes and `SM_HPS`, as the script reads them from
+    sm_training.env."""
+    out = {env_name(key): safe_serialize(value) for key, value in decoded.items()
+           if _SHELL_NAME.fullmatch(env_name(key))}
     out[HPS_ENV] = safe_serialize(dict(decoded))
     return out

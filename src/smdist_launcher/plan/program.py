@@ -6,14 +6,10 @@ machine).
 """
 from __future__ import annotations
 
-from ..contract.entry_point import SHELL, EntryPointType, entry_point_type
+from ..contract.entry_point import EXEC_ENTRY_POINT, SHELL, EntryPointType, entry_point_type
 
 PYTHON = "python"
 MPI4PY = (PYTHON, "-m", "mpi4py")  # an uncaught exception calls MPI_Abort instead of hanging the other ranks
-# The toolkit's MPI ranks run `/bin/sh -c "./train.sh <shlex-quoted args>"`. Here the command string is this constant
-# and the entry point and its arguments follow it as "$0" and "$@": a shell never parses a user value, and each
-# argument stays one token (secret restoring and host-name mapping work on tokens, as for Python programs).
-EXEC_ENTRY_POINT = 'exec "$0" "$@"'
 
 
 def is_python_program(entry_point: str) -> bool:
@@ -40,5 +36,6 @@ def program_argv(entry_point: str, args: list[str], *, under_mpi: bool = False) 
     if under_mpi:
         return _mpi_command(entry_point, args)
     if kind is EntryPointType.SHELL_SCRIPT:
-        return [SHELL, entry_point, *args]
+        # `/bin/sh -x.sh` would read the name as options: such a name goes as `./-x.sh`, the toolkit's spelling
+        return [SHELL, f"./{entry_point}" if entry_point.startswith("-") else entry_point, *args]
     return [entry_point if "/" in entry_point else f"./{entry_point}", *args]

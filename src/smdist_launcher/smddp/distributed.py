@@ -49,7 +49,7 @@ def is_available() -> bool:
 # init_process_group(*args, **kwargs) with "Inputs: None": the backend is always smddp and the job's launcher, not
 # the script, decides who is in the world. So ``backend`` (AWS's own tests/data/pytorch_ddp/mnist_pt.py passes
 # backend="nccl"), init_method, store, world_size, rank, group_name, pg_options and device_id are ignored, as SMDDP
-# ignored them; only ``timeout`` (which changes no membership) is passed on to torch.
+# ignored them; only a ``timeout`` torch takes (a timedelta; it changes no membership) is passed on.
 _TORCH_PARAMS = ("backend", "init_method", "timeout", "world_size", "rank", "store", "group_name", "pg_options",
                  "device_id")
 
@@ -68,7 +68,7 @@ def init_process_group(*args: Any, **kwargs: Any) -> None:
     """Join the job's world over the "smddp" backend. Idempotent, as SMDDP's was.
 
     Takes and ignores torch's arguments, as AWS's v1 API did ("Inputs: None"): the backend is always smddp, whatever
-    ``backend`` says, and rank/world size come from the launcher. ``timeout`` is honoured.
+    ``backend`` says, and rank/world size come from the launcher. A ``timeout`` (timedelta) is honoured.
     """
     if _td.is_initialized():
         return
@@ -86,14 +86,18 @@ def init_process_group(*args: Any, **kwargs: Any) -> None:
     # SMDDP accepted anything here; say so where the script evidently expected an effect (a misspelt keyword, or
     # a rank/world size that is not the job's), but run on, as SMDDP did
     unknown = sorted(set(kwargs) - set(_TORCH_PARAMS))
-    mismatches = _ignored_mismatches(given) + [f"{k}=..." for k in unknown] + (
+    timeout = given.get("timeout")
+    # torch takes only a timedelta (an int raises there); SMDDP took anything: one it cannot pass on is ignored too
+    bad_timeout = [f"timeout={timeout!r} (not a datetime.timedelta)"] if (
+        timeout is not None and not isinstance(timeout, timedelta)) else []
+    mismatches = _ignored_mismatches(given) + [f"{k}=..." for k in unknown] + bad_timeout + (
         [f"{len(args) - len(_TORCH_PARAMS)} extra positional argument(s)"] if len(args) > len(_TORCH_PARAMS) else [])
     if mismatches:
         warnings.warn("smdistributed.dataparallel.torch.distributed.init_process_group ignores its arguments, as "
                       f"SMDDP does; the launcher's values are used, not {', '.join(mismatches)}", stacklevel=2)
     options: dict[str, Any] = {}
-    if given.get("timeout") is not None:
-        options["timeout"] = given["timeout"]
+    if isinstance(timeout, timedelta):
+        options["timeout"] = timeout
     _td.init_process_group(backend=BACKEND_NAME, init_method="env://", **options)
 
 

@@ -153,3 +153,14 @@ def test_checkpoint_folder_is_refused_on_sagemaker(args: dict[str, Any], uri: st
 def test_bad_checkpoint_uris_everywhere(args: dict[str, Any], uri: str, needle: str) -> None:
     errs = messages("pytorch", {**args, "instance_type": "local", "checkpoint_s3_uri": uri})
     assert list(errs) == ["checkpoint_s3_uri"] and needle in errs["checkpoint_s3_uri"]
+
+
+def test_a_v3_jobs_value_is_measured_as_v3_sends_it(args: dict[str, Any]) -> None:
+    """SDK v3 sends a string as it is (v2: JSON, quotes and \\u escapes included): 2,500 characters fit."""
+    fits = {"ascii": "x" * 2500, "accents": "é" * 1000, "lines": "\n" * 1500, "number": 10 ** 2499}
+    v3 = {**args, "hyperparameter_encoding": "v3"}
+    assert problems("pytorch", {**v3, "hyperparameters": fits}) == []
+    got = messages("pytorch", {**v3, "hyperparameters": {"long": "x" * 2501}})
+    assert "2,501 characters as SDK v3 sends it; SageMaker allows at most 2,500" in got["hyperparameters.long"]
+    assert set(messages("pytorch", {**args, "hyperparameters": fits})) == {  # v2's JSON text is longer
+        "hyperparameters.ascii", "hyperparameters.accents", "hyperparameters.lines"}

@@ -8,6 +8,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from ...contract.hyperparameters import HyperparameterEncoding
+from ...contract.v3_hyperparameters import safe_serialize
 from ...errors import ErrorItem
 from ..catalog import is_local
 from ..container_paths import checkpoint_local_path_problem
@@ -70,19 +72,22 @@ def _json_problem(value: Any) -> str | None:
     return None
 
 
-def _size_problem(key: str, value: Any) -> str | None:
-    """SageMaker's per-entry limits on one hyperparameter (None when within)."""
+def _size_problem(key: str, value: Any, encoding: HyperparameterEncoding) -> str | None:
+    """SageMaker's per-entry limits on one hyperparameter (None when within), on the text the job's SDK sends: v2's
+    JSON, v3's string as it is (anything else JSON)."""
     if "\x00" in key or (isinstance(value, str) and "\x00" in value):
         return "must not contain NUL characters (a process's arguments cannot carry them)"
     if len(key) > MAX_HYPERPARAMETER_KEY:
         return f"the name has {len(key)} characters; SageMaker allows at most {MAX_HYPERPARAMETER_KEY}"
     try:
-        encoded = len(json.dumps(value, allow_nan=False))
+        json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
         return None  # reported as not JSON-encodable below
+    v3 = encoding is HyperparameterEncoding.V3
+    encoded = len(safe_serialize(value) if v3 else json.dumps(value))
     if encoded > MAX_HYPERPARAMETER_VALUE:
-        return (f"the value is {encoded:,} characters as JSON; SageMaker allows at most {MAX_HYPERPARAMETER_VALUE:,}: "
-                "pass large data as an input channel or a file in source_dir")
+        return (f"the value is {encoded:,} characters {'as SDK v3 sends it' if v3 else 'as JSON'}; SageMaker allows "
+                f"at most {MAX_HYPERPARAMETER_VALUE:,}: pass large data as an input channel or a file in source_dir")
     return None
 
 
@@ -94,7 +99,7 @@ def _hyperparameters(ctx: RuleContext) -> Iterator[ErrorItem]:
                                       "values into one JSON value or a config file")
     for key, value in hyperparameters.items():
         path = join_path("hyperparameters", key)
-        size = _size_problem(key, value)
+        size = _size_problem(key, value, ctx.args.hyperparameter_encoding)
         if size:
             yield item(path, size, value)
         elif not key.strip():

@@ -54,6 +54,9 @@ class AsyncCallsQueue:
         self.call_idx = -1
         self._calls: deque[_ActiveCall] = deque()
         self._lock = threading.Lock()
+        # one finalizer at a time (two threads would both take the same calls' count and pop past the end, and
+        # could run a later call's finalize functions before an earlier one's)
+        self._finalizing = threading.RLock()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
 
@@ -92,18 +95,21 @@ class AsyncCallsQueue:
         that talk to the group run on all its ranks alike; this is then a collective over that group.
         An exception of a background call is raised here, after its call has left the queue.
         """
-        ready = len(self._calls) if blocking else self._done_prefix()
-        if not blocking and (process_group is not None or not no_dist):
-            ready = _agree_min(ready, process_group)
-        finalized = []
-        for _ in range(ready):
-            with self._lock:
-                call = self._calls.popleft()
-            call.future.result()  # waits when blocking; raises the background call's own error, as it was
-            for finalize in call.finalize_fns:
-                finalize()
-            finalized.append(call.idx)
-        return finalized
+        with self._finalizing:
+            ready = len(self._calls) if blocking else self._done_prefix()
+            if not blocking and (process_group is not None or not no_dist):
+                ready = _agree_min(ready, process_group)
+            finalized = []
+            for _ in range(ready):
+                with self._lock:
+                    if not self._calls:  # a finalize function of this thread finalized the rest itself
+                        break
+                    call = self._calls.popleft()
+                call.future.result()  # waits when blocking; raises the background call's own error, as it was
+                for finalize in call.finalize_fns:
+                    finalize()
+                finalized.append(call.idx)
+            return finalized
 
     def _done_prefix(self) -> int:
         """How many calls, from the oldest, have finished (calls finalize in order)."""
