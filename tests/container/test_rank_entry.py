@@ -58,6 +58,18 @@ def test_annotations_are_the_scripts_own_not_the_runners(tmp_path):
     assert ours.stdout == plain.stdout == "[<class 'float'>] {'lr': <class 'float'>}\n"
 
 
+def test_an_atexit_handler_sees_the_exception_the_script_died_of(tmp_path):
+    """The interpreter sets sys.last_value (3.12: sys.last_exc too) before printing an uncaught exception; atexit
+    handlers use it to tell a death by an exception (smp/teardown.py skips joining peers' collectives then)."""
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        import atexit, sys
+        atexit.register(lambda: print(repr(sys.last_value), getattr(sys, "last_exc", sys.last_value) is sys.last_value))
+        raise ValueError("broken")
+    """))
+    plain, ours = _run([sys.executable, "train.py"], tmp_path), _run([*ENTRY, "train.py"], tmp_path)
+    assert (ours.returncode, ours.stdout) == (plain.returncode, plain.stdout) == (1, "ValueError('broken') True\n")
+
+
 def test_missing_script_is_reported_as_python_does(tmp_path):
     ours = _run([*ENTRY, "missing.py"], tmp_path)
     assert ours.returncode == 2 and "can't open file" in ours.stderr and "missing.py" in ours.stderr

@@ -71,7 +71,13 @@ def run_program(args: list[str]) -> int:
         raise  # CPython's own handling: the process ends by SIGINT, as the launcher expects
     except BaseException as exc:  # noqa: BLE001 - reported exactly as the interpreter would report it
         tb = _user_frames(exc.__traceback__)
-        sys.excepthook(type(exc), exc.with_traceback(tb), tb)  # the hook prints the exception's own traceback
+        exc = exc.with_traceback(tb)
+        # as the interpreter does before its hook: atexit handlers read these to tell a death by an exception
+        # (smp/teardown.py then leaves peers' collectives alone rather than hang joining them)
+        sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
+        if sys.version_info >= (3, 12):
+            sys.last_exc = exc
+        sys.excepthook(type(exc), exc, tb)  # the hook prints the exception's own traceback
         return 1
 
 
