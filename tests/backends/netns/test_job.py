@@ -54,7 +54,7 @@ def test_mnist_on_two_netns_hosts(netns_ready, tiny_mnist, tmp_path, launcher, c
     if launcher != "torch_distributed":  # the real multi-host path: sshd on the worker, mpirun over ssh
         assert "MPI worker: sshd listening on port" in logs["algo-2"]
         assert "every worker's sshd answers" in logs["algo-1"]
-        assert "plm_rsh_agent ssh -F /opt/ml/run/ssh/ssh_config" in logs["algo-1"]
+        assert "plm_rsh_agent 'ssh -F /opt/ml/run/ssh/ssh_config'" in logs["algo-1"]  # the line is shell-quoted
     _assert_nothing_left(job)
 
 
