@@ -1,4 +1,5 @@
 import json
+import os
 import socket
 
 import pytest
@@ -246,3 +247,52 @@ print(json.dumps({"errors": errors, "outside": outside.read_text() == "precious"
                                 "fifo": "No space left on device", "fifo-json": False,
                                 "hardlink": "No space left on device", "hardlink-json": False},
                      "outside": True}
+
+
+def test_success_is_never_written_through_a_link_the_job_planted(tmp_path):
+    """The job planted output/success as a link to a file outside its tree (dangling: /etc/nologin, say): the runtime
+    (root) must not create or touch that file (before: Path.touch followed the link and created it)."""
+    out = tmp_path / "opt_ml" / "output"
+    out.mkdir(parents=True)
+    target = tmp_path / "outside" / "nologin"
+    target.parent.mkdir()
+    (out / "success").symlink_to(target)
+    existing = tmp_path / "outside" / "kept"
+    existing.write_text("x")
+    old = existing.stat().st_mtime_ns - 10**9
+    os.utime(existing, ns=(old, old))
+    write_success(out)
+    assert not target.exists()
+    assert (out / "success").is_file() and not (out / "success").is_symlink()
+    (out / "success").unlink()
+    (out / "success").symlink_to(existing)
+    write_success(out)
+    assert existing.stat().st_mtime_ns == old
+    assert not (out / "success").is_symlink()
+
+
+def test_a_reserve_written_short_is_no_reserve(tmp_path, monkeypatch):
+    """write() on a nearly full disk writes what fits and says how much (no error): take() must write the rest (then
+    fail with ENOSPC, leaving no half reserve) rather than answer True for a reserve too small to be filled (before:
+    True, a file of 8 KiB, and fill() refused it: the host then looked lost)."""
+    import errno as _errno
+
+    from smdist_launcher.container import failure_reserve
+
+    real_write = os.write
+    calls = []
+
+    def short(fd, data):
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, data[:len(data) // 2])
+        raise OSError(_errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(failure_reserve.os, "write", short)
+    out = tmp_path / "opt_ml" / "output"
+    out.mkdir(parents=True)
+    assert failure_reserve.take(out) is False and calls
+    assert not (out / failure_reserve.RESERVE_NAME).exists()
+    calls.clear()
+    monkeypatch.setattr(failure_reserve.os, "write", lambda fd, data: real_write(fd, data[:1000]))
+    assert failure_reserve.take(out) is True
+    assert (out / failure_reserve.RESERVE_NAME).stat().st_size == failure_reserve.RESERVE_BYTES

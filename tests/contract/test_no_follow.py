@@ -401,3 +401,33 @@ def test_a_bounded_read_of_a_file_growing_past_its_size_reads_on(tmp_path: Path,
     with pytest.raises(OSError) as raised:
         no_follow.read_bytes_nofollow(tmp_path, "f", limit=199_999)
     assert raised.value.errno == errno.EFBIG
+
+
+def test_a_temp_of_a_writer_in_another_pid_namespace_of_the_same_hostname_is_never_stale(tmp_path: Path) -> None:
+    """A launcher in a container of this machine's hostname (docker --network host) writes into a file:// store shared
+    with us: its pid means nothing in our pid namespace (not alive here while alive there). Its temp file must not be
+    swept (before: the name held only the hostname and the pid: stale here, swept under the live writer's copy)."""
+    import shutil
+    import subprocess
+    import sys
+
+    from smdist_launcher.contract.no_follow import sweep_stale_temps
+    from smdist_launcher.contract.write_temps import _WRITER, is_stale, temp_name
+
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs unshare and root")
+    done = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c",
+                           "from smdist_launcher.contract.write_temps import temp_name; print(temp_name())"],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"no pid namespace here: {done.stderr.strip()}")
+    theirs = _WRITER.match(done.stdout.strip())
+    assert theirs is not None and theirs["pid"] == "1"
+    dead = 1 << 22 | 12345  # above pid_max's default: no process of ours has it; the writer there is alive
+    name = f".smdist-{theirs['machine']}-{dead}-{'0' * 16}.tmp"
+    assert not is_stale(name)
+    (tmp_path / name).write_bytes(b"half a checkpoint")
+    assert sweep_stale_temps(tmp_path) == 0 and (tmp_path / name).exists()
+    ours = _WRITER.match(temp_name())  # a writer of our namespace that is gone: swept
+    assert ours is not None
+    assert is_stale(f".smdist-{ours['machine']}-{dead}-{'0' * 16}.tmp")

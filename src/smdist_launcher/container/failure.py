@@ -232,8 +232,10 @@ def failure_text(d: dict[str, Any]) -> str:
 
 
 def write_success(output_dir: Path) -> None:
-    output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / "success").touch()
+    """`success`, never through a link the job planted at its name (a link is replaced: Path.touch would create or
+    touch its target, as root)."""
+    output_dir.parent.mkdir(parents=True, exist_ok=True)  # the runtime's root: trusted
+    write_bytes_nofollow(output_dir.parent, f"{output_dir.name}/success", b"")
     failure_reserve.release(output_dir)
 
 

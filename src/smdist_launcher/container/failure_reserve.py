@@ -48,7 +48,9 @@ def take(output_dir: Path) -> bool:
         fd = os.open(RESERVE_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
                      dir_fd=parent)
         try:
-            os.write(fd, b" " * RESERVE_BYTES)  # written, not ftruncated: a sparse file reserves nothing
+            data = memoryview(b" " * RESERVE_BYTES)  # written, not ftruncated: a sparse file reserves nothing
+            while data:  # a nearly full disk takes what fits and says so; the next write fails with ENOSPC
+                data = data[os.write(fd, data):]
         finally:
             os.close(fd)
         return True

@@ -4,8 +4,9 @@ sweep can tell a stale one from one a live writer is still writing.
 A writer killed mid-copy (SIGKILL, a lost node) leaves its temp file behind: in a checkpoint folder it would be
 restored and saved again, as if a checkpoint, on every attempt after. So the name carries its writer:
 `.smdist-<machine>-<pid>-<random>.tmp`, and a temp file is stale only when it was written on this machine (its
-hostname) by a pid that no process has now. Another machine's (a shared folder) or a live process's is never stale; a
-pid reused since only keeps a stale file until that process ends too.
+hostname and pid namespace) by a pid that no process has now. Another machine's (a shared folder), another pid
+namespace's (a container of the same hostname) or a live process's is never stale; a pid reused since only keeps a
+stale file until that process ends too.
 
 Runtime-safe: stdlib only."""
 from __future__ import annotations
@@ -22,8 +23,15 @@ _WRITER = re.compile(r"^\.smdist-(?P<machine>[A-Za-z0-9._-]{1,64})-(?P<pid>\d{1,
 
 
 def _machine() -> str:
-    """This machine's hostname, as a temp file's name may hold it (a hostname may be any bytes in a container)."""
-    return _MACHINE_CHARS.sub("_", socket.gethostname())[:64] or "localhost"
+    """This machine's hostname, as a temp file's name may hold it (a hostname may be any bytes in a container), and
+    the pid namespace its pid means something in: a process in a container of the same hostname (docker --network
+    host) has pids that are not alive in ours while it is, and its temp files must never look stale to us."""
+    host = _MACHINE_CHARS.sub("_", socket.gethostname()) or "localhost"
+    try:
+        tag = f".ns{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:  # no /proc (not Linux): the hostname only
+        return host[:64]
+    return host[:64 - len(tag)] + tag
 
 
 def temp_name() -> str:
